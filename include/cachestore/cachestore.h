@@ -1,0 +1,168 @@
+// cachestore: guarded KV-cache and index-K cache stores for LLM serving engines.
+//
+// Every entry point stores row i of a (possibly padded) batch if and only if
+//   i < num_tokens, i < n (n = *num_tokens_non_padded, read on the device at run time,
+//   clamped to [0, num_tokens]), 0 <= slot[i], slot[i] != reserved_slot, slot[i] < capacity.
+// A row that fails writes nothing. Nothing in a call synchronizes, allocates or copies to the
+// host, so every call can be captured in a CUDA graph. Host-checkable faults return a Status
+// before anything is launched; last_error_message() names the offending argument.
+//
+// This header is plain C++17: it needs only cuda_runtime_api.h from the CUDA toolkit.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "cachestore/export.h"
+#include "cachestore/version.h"
+
+namespace cachestore {
+
+enum class Status : int32_t {
+  kSuccess = 0,
+  kErrorInvalidArgument = 1,     // null required pointer, negative size, unknown enum value
+  kErrorMisalignedOperand = 2,   // pointer or stride not aligned for the kernel's vector width
+  kErrorNotSupported = 3,        // head dim, page size or option combination not implemented
+  kErrorCapacityOverflow = 4,    // cache sizes whose byte offsets overflow int64
+  kErrorArchMismatch = 5,        // the library holds no kernel image that runs on this device
+  kErrorCudaRuntime = 6,         // a CUDA runtime call or the kernel launch failed
+};
+
+// Constant name of a status, e.g. "kErrorMisalignedOperand".
+CACHESTORE_EXPORT const char* status_string(Status status);
+
+// Message of the last call on this thread that did not succeed ("" after a success): says which
+// argument was wrong and why. Thread-local; valid until the next call on this thread.
+CACHESTORE_EXPORT const char* last_error_message();
+
+// Library version as MAJOR*10000 + MINOR*100 + PATCH.
+CACHESTORE_EXPORT int32_t version();
+
+enum class SlotType : int32_t { kInt32 = 0, kInt64 = 1 };
+
+// fp32 scale rule of a quantized block (see DESIGN.md / README for the formulas).
+enum class ScaleRule : int32_t {
+  kAmax = 0,  // s = max(amax, floor) / 448 (index-K) or max(amax / 448, FLT_MIN) (MLA V3.2)
+  kPow2 = 1,  // s rounded up to a power of two (UE8M0-representable)
+};
+
+// FlashMLA cache layouts for fused_store_cache.
+enum class MlaLayout : int32_t {
+  kV4 = 0,   // "MODEL1": 584 B/token split per page (576-B data rows, then 8-B scale rows)
+  kV32 = 1,  // "fp8_ds_mla": 656 B/token, one record per token
+};
+
+inline constexpr int64_t kNoReservedSlot = -1;
+
+// Device-resident counters of caller bugs, incremented atomically by the kernels; the caller
+// zeroes them and reads them back whenever it likes (graph-safe, never a device trap).
+struct Diagnostics {
+  unsigned long long out_of_range_slots;     // real rows (i < n) whose slot >= capacity
+  unsigned long long negative_token_counts;  // launches that read n < 0 (treated as 0)
+};
+
+// The padded batch: the same for every cache a call writes.
+struct Batch {
+  int64_t num_tokens = 0;                          // rows in the padded batch; sets the grid
+  const int32_t* num_tokens_non_padded = nullptr;  // device [1]: real rows n; nullptr = all rows
+  Diagnostics* diagnostics = nullptr;              // device, optional
+};
+
+struct SlotMapping {
+  const void* data = nullptr;               // device [num_tokens] int32 or int64
+  SlotType type = SlotType::kInt64;
+  int64_t reserved_slot = kNoReservedSlot;  // e.g. 0 for SGLang's padding sink; -1 = none
+};
+
+struct LaunchOptions {
+  // Programmatic dependent launch: the kernel may start while the previous kernel in the
+  // stream finishes; it waits (griddepcontrol.wait) before its first read. Honoured on sm_90
+  // and newer, ignored on older devices.
+  bool enable_pdl = false;
+};
+
+// ---- store_index_k_bf16: row-per-slot bf16 copy ------------------------------------------
+struct IndexKBf16Params {
+  Batch batch;
+  SlotMapping slots;
+  const void* k = nullptr;       // device [num_tokens, head_dim] bf16, row stride k_row_stride
+  int64_t k_row_stride = 0;      // in elements; >= head_dim, multiple of 8
+  void* cache = nullptr;         // device [num_slots, head_dim] bf16, row stride cache_row_stride
+  int64_t cache_row_stride = 0;  // in elements; >= head_dim, multiple of 8
+  int64_t num_slots = 0;         // capacity (num_pages * page_size)
+  int32_t head_dim = 128;        // D, a multiple of 8
+  LaunchOptions launch;
+};
+CACHESTORE_EXPORT Status store_index_k_bf16(const IndexKBf16Params& params, cudaStream_t stream);
+
+// ---- store_index_k_fp8: the paged 132-byte indexer layout --------------------------------
+// page p: [P x D e4m3][P x (D/128) fp32 scales]; slot s on page s/P at offset s%P.
+struct IndexKFp8Cache {
+  void* data = nullptr;           // device [num_pages, page_stride_bytes] uint8
+  int64_t num_pages = 0;
+  int32_t page_size = 64;         // P, a power of two in [1, 1024]
+  int64_t page_stride_bytes = 0;  // >= layout::index_k_fp8_min_page_stride(P, D), multiple of 16
+  int32_t head_dim = 128;         // D, a multiple of 128, at most 512
+  ScaleRule scale_rule = ScaleRule::kAmax;
+};
+
+struct IndexKFp8Params {
+  Batch batch;
+  SlotMapping slots;
+  const void* k = nullptr;   // device [num_tokens, head_dim] bf16, row stride k_row_stride
+  int64_t k_row_stride = 0;  // in elements; >= head_dim, multiple of 8
+  IndexKFp8Cache cache;
+  LaunchOptions launch;
+};
+CACHESTORE_EXPORT Status store_index_k_fp8(const IndexKFp8Params& params, cudaStream_t stream);
+
+// ---- fused_store_cache: FlashMLA KV layouts, optionally with the index-K in one launch ---
+struct MlaCache {
+  MlaLayout layout = MlaLayout::kV4;
+  void* data = nullptr;           // device [num_pages, page_stride_bytes] uint8
+  int64_t num_pages = 0;
+  int32_t page_size = 64;         // P, a power of two in [1, 1024]
+  int64_t page_stride_bytes = 0;  // >= layout::v4/v32_min_page_stride(P), multiple of 16
+  ScaleRule scale_rule = ScaleRule::kPow2;  // V3.2: kPow2 (FlashMLA) or kAmax (vLLM); V4: kPow2
+};
+
+struct FusedStoreParams {
+  Batch batch;
+  SlotMapping kv_slots;
+  const void* nope = nullptr;   // device [num_tokens, 448 (V4) | 512 (V3.2)] bf16
+  int64_t nope_row_stride = 0;  // in elements; multiple of 8
+  const void* rope = nullptr;   // device [num_tokens, 64] bf16
+  int64_t rope_row_stride = 0;  // in elements; multiple of 8
+  MlaCache kv_cache;
+
+  // Optional: the fp8 index-K of the same rows (store_index_k_fp8 semantics), stored in the
+  // same launch under the same count. Enabled when index_k != nullptr. index_slots may be the
+  // same array as kv_slots and must have the same SlotType.
+  const void* index_k = nullptr;   // device [num_tokens, index_cache.head_dim] bf16
+  int64_t index_k_row_stride = 0;  // in elements; multiple of 8
+  SlotMapping index_slots;
+  IndexKFp8Cache index_cache;
+
+  LaunchOptions launch;
+};
+CACHESTORE_EXPORT Status fused_store_cache(const FusedStoreParams& params, cudaStream_t stream);
+
+// ---- runtime dispatch -------------------------------------------------------------------
+// Which compiled path runs on `device`: the code image the driver picked for the library's
+// kernels. kErrorArchMismatch when the library has none for that device.
+enum class KernelPath : int32_t {
+  kPortable = 0,   // sm_80 PTX (JIT) or an unknown newer image: no PDL assumptions
+  kHopper = 1,     // sm_90 SASS: PDL, software UE8M0 conversion
+  kBlackwell = 2,  // sm_100a SASS: PDL, native cvt.rp.satfinite.ue8m0x2
+};
+struct DeviceInfo {
+  KernelPath path = KernelPath::kPortable;
+  int32_t binary_version = 0;  // e.g. 90 for sm_90 SASS (cudaFuncAttributes::binaryVersion)
+  int32_t ptx_version = 0;
+  int32_t compute_capability = 0;  // e.g. 90
+};
+CACHESTORE_EXPORT Status query_device(int device, DeviceInfo* info);
+CACHESTORE_EXPORT const char* kernel_path_string(KernelPath path);
+
+}  // namespace cachestore

@@ -1,0 +1,64 @@
+// Scale formulas of DESIGN.md, shared by the kernels and the host references. What differs
+// between the two is only the final conversions (e4m3 and the UE8M0 round-up): the device uses
+// cuda_fp8.h, the references their own encoders (test/reference/conversions.h).
+#pragma once
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "cachestore/layout.h"
+
+namespace cachestore::detail {
+
+inline constexpr float kE4m3Max = 448.0f;
+inline constexpr float kAmaxFloor = 1e-4f;
+
+CACHESTORE_HOST_DEVICE inline float bits_to_float(uint32_t bits) {
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// bf16 bits to fp32 (exact).
+CACHESTORE_HOST_DEVICE inline float bf16_bits_to_float(uint16_t bits) {
+  return bits_to_float(static_cast<uint32_t>(bits) << 16);
+}
+
+// |x| folded into a running amax; fmaxf ignores NaN, so NaN never becomes the amax.
+CACHESTORE_HOST_DEVICE inline float amax_fold(float amax, float x) { return fmaxf(amax, fabsf(x)); }
+
+// 2^(byte - 127) as fp32: byte 0 is the subnormal 2^-127, 255 is NaN.
+CACHESTORE_HOST_DEVICE inline float ue8m0_to_float(uint8_t byte) {
+  if (byte == 0) return bits_to_float(0x00400000u);
+  if (byte == 255) return bits_to_float(0x7fc00000u);
+  return bits_to_float(static_cast<uint32_t>(byte) << 23);
+}
+
+// 2^(127 - byte), the exact reciprocal of ue8m0_to_float for byte in [0, 254].
+CACHESTORE_HOST_DEVICE inline float ue8m0_reciprocal(uint8_t byte) {
+  if (byte == 254) return bits_to_float(0x00400000u);
+  if (byte == 255) return bits_to_float(0x7fc00000u);
+  return bits_to_float(static_cast<uint32_t>(254 - byte) << 23);
+}
+
+// index-K: s = max(amax, 1e-4) / 448; the pow2 rule rounds this value up to a power of two.
+CACHESTORE_HOST_DEVICE inline float index_k_scale_base(float amax) {
+  return fmaxf(amax, kAmaxFloor) / kE4m3Max;
+}
+
+// MLA V4: e = ceil(log2(max(amax, 1e-4) / 448)); the scale byte is the UE8M0 round-up of this.
+CACHESTORE_HOST_DEVICE inline float v4_scale_base(float amax) { return index_k_scale_base(amax); }
+
+// MLA V3.2 pow2 (FlashMLA): 2^ceil(log2(max(amax / 448, 1e-4))): the round-up of this value.
+CACHESTORE_HOST_DEVICE inline float v32_pow2_scale_base(float amax) {
+  return fmaxf(amax / kE4m3Max, kAmaxFloor);
+}
+
+// MLA V3.2 amax (vLLM): max(amax / 448, FLT_MIN); an all-zero tile never yields NaN.
+CACHESTORE_HOST_DEVICE inline float v32_amax_scale(float amax) {
+  return fmaxf(amax / kE4m3Max, FLT_MIN);
+}
+
+}  // namespace cachestore::detail

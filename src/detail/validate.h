@@ -1,0 +1,23 @@
+// Host-side argument checks shared by the entry points. Each returns kSuccess or the failing
+// status with a message that names the argument (`name` is its path in the params struct).
+#pragma once
+
+#include <cstdint>
+
+#include "cachestore/cachestore.h"
+
+namespace cachestore::detail {
+
+Status check_batch(const Batch& batch);
+// Row data (slots, inputs) may be null when there are no rows: nothing is read then.
+Status check_slots(const SlotMapping& slots, int64_t rows, const char* name);
+// A bf16 matrix [rows, width] read or written with 16-byte vectors.
+Status check_bf16_rows(const void* data, int64_t row_stride, int64_t rows, int64_t width,
+                       const char* name, const char* stride_name);
+Status check_index_k_fp8_cache(const IndexKFp8Cache& cache, const char* name);
+Status check_mla_cache(const MlaCache& cache, const char* name);
+
+// log2 of a page size already checked to be a power of two.
+int32_t log2_exact(int64_t power_of_two);
+
+}  // namespace cachestore::detail

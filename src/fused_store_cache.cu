@@ -1,0 +1,76 @@
+// fused_store_cache: validation, dispatch, launch.
+#include "cachestore/layout.h"
+#include "detail/validate.h"
+#include "kernels/store_kernels.cuh"
+#include "launch.cuh"
+
+namespace cachestore {
+namespace {
+
+using detail::fail;
+
+template <MlaLayout kLayout>
+Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
+                    const kernels::MlaArgs& kv, const kernels::IndexKFp8Args& index,
+                    cudaStream_t stream) {
+  const int32_t rows = arch.policy.mla_rows_per_block;
+  const int32_t index_warps =
+      p.index_k == nullptr ? 0 : (rows * (1 << index.lanes_log2) + 31) / 32;
+  dim3 grid;
+  CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows, &grid));
+  const dim3 block(32, rows + index_warps);
+  const bool pdl = p.launch.enable_pdl && arch.pdl;
+  return p.kv_slots.type == SlotType::kInt32
+             ? detail::launch_store(kernels::fused_store_kernel<kLayout, int32_t>, grid, block,
+                                    stream, pdl, detail::guard_args(p.batch), kv, index, rows)
+             : detail::launch_store(kernels::fused_store_kernel<kLayout, int64_t>, grid, block,
+                                    stream, pdl, detail::guard_args(p.batch), kv, index, rows);
+}
+
+}  // namespace
+
+Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
+  CACHESTORE_RETURN_IF_ERROR(detail::check_batch(p.batch));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_slots(p.kv_slots, p.batch.num_tokens, "kv_slots"));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_mla_cache(p.kv_cache, "kv_cache"));
+  const bool v4 = p.kv_cache.layout == MlaLayout::kV4;
+  const int64_t nope_dim = v4 ? layout::kV4NopeDim : layout::kV32NopeDim;
+  CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.nope, p.nope_row_stride,
+                                                     p.batch.num_tokens, nope_dim, "nope",
+                                                     "nope_row_stride"));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.rope, p.rope_row_stride,
+                                                     p.batch.num_tokens, layout::kRopeDim, "rope",
+                                                     "rope_row_stride"));
+  if (p.index_k != nullptr) {
+    CACHESTORE_RETURN_IF_ERROR(detail::check_slots(p.index_slots, p.batch.num_tokens, "index_slots"));
+    if (p.index_slots.type != p.kv_slots.type)
+      return fail(Status::kErrorNotSupported,
+                  "index_slots.type must equal kv_slots.type (one kernel reads both)");
+    CACHESTORE_RETURN_IF_ERROR(detail::check_index_k_fp8_cache(p.index_cache, "index_cache"));
+    CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.index_k, p.index_k_row_stride,
+                                                       p.batch.num_tokens, p.index_cache.head_dim,
+                                                       "index_k", "index_k_row_stride"));
+  }
+  detail::ArchInfo arch{};
+  CACHESTORE_RETURN_IF_ERROR(detail::current_arch(&arch));
+  if (p.batch.num_tokens == 0) return detail::succeed();
+
+  const MlaCache& c = p.kv_cache;
+  const kernels::MlaArgs kv{detail::slot_args(p.kv_slots, c.num_pages * c.page_size),
+                            static_cast<const uint16_t*>(p.nope),
+                            p.nope_row_stride,
+                            static_cast<const uint16_t*>(p.rope),
+                            p.rope_row_stride,
+                            {static_cast<uint8_t*>(c.data), c.page_stride_bytes,
+                             detail::log2_exact(c.page_size)},
+                            c.scale_rule};
+  const kernels::IndexKFp8Args index =
+      p.index_k == nullptr
+          ? kernels::IndexKFp8Args{}
+          : detail::index_k_fp8_args(p.index_slots, p.index_k, p.index_k_row_stride,
+                                     p.index_cache);
+  return v4 ? launch_fused<MlaLayout::kV4>(p, arch, kv, index, stream)
+            : launch_fused<MlaLayout::kV32>(p, arch, kv, index, stream);
+}
+
+}  // namespace cachestore

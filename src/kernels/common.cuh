@@ -1,0 +1,116 @@
+// Device pieces every store kernel uses: the PDL prologue, the count and slot loads, the
+// guard with its diagnostics, 16-byte vectors of bf16 and their e4m3 encoding.
+#pragma once
+
+#include <cub/warp/warp_reduce.cuh>
+#include <cuda/functional>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include "detail/guard.h"
+#include "detail/scale_rules.h"
+#include "kernels/args.h"
+
+namespace cachestore::kernels {
+
+// The count, the slots and the inputs may be written by the previous kernel in the stream:
+// with PDL, wait for it before the first read. Dependents may launch as soon as every block
+// has started (block 0 triggers, the others trigger by exiting): one trigger per launch, not
+// one per block, so PDL costs no block throughput. Their own griddepcontrol.wait still waits
+// for this grid to complete and flush, so the early trigger never exposes partial writes.
+__device__ __forceinline__ void begin_store(const GuardArgs& guard) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
+  if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cudaTriggerProgrammaticLaunchCompletion();
+#endif
+    if (guard.n_ptr != nullptr && guard.diagnostics != nullptr && *guard.n_ptr < 0)
+      atomicAdd(&guard.diagnostics->negative_token_counts, 1ull);
+  }
+}
+
+__device__ __forceinline__ int64_t load_token_count(const GuardArgs& guard) {
+  return guard.n_ptr == nullptr ? guard.num_tokens
+                                : detail::clamp_token_count(*guard.n_ptr, guard.num_tokens);
+}
+
+template <typename SlotT>
+__device__ __forceinline__ int64_t load_slot(const SlotArgs& slots, int64_t row) {
+  return static_cast<const SlotT*>(slots.data)[row];
+}
+
+// The guard. `leader` is one thread of the row's group: it counts an out-of-range slot.
+__device__ __forceinline__ bool row_is_stored(const GuardArgs& guard, const SlotArgs& slots,
+                                              int64_t row, int64_t n, int64_t slot, bool leader) {
+  const detail::RowVerdict verdict =
+      detail::classify_row(row, n, slot, slots.reserved, slots.capacity);
+  if (verdict == detail::RowVerdict::kOutOfRange && leader && guard.diagnostics != nullptr)
+    atomicAdd(&guard.diagnostics->out_of_range_slots, 1ull);
+  return verdict == detail::RowVerdict::kStore;
+}
+
+__device__ __forceinline__ uint4 load_vec(const uint16_t* p) {
+  return *reinterpret_cast<const uint4*>(p);
+}
+__device__ __forceinline__ void store_vec(uint8_t* p, const uint4& v) {
+  *reinterpret_cast<uint4*>(p) = v;
+}
+
+// 16 bf16 values (two 16-byte vectors) decoded to fp32, and their amax.
+struct Bf16x16 {
+  float v[16];
+
+  __device__ __forceinline__ Bf16x16(const uint4& lo, const uint4& hi) {
+    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      v[2 * i] = detail::bf16_bits_to_float(static_cast<uint16_t>(w[i] & 0xffffu));
+      v[2 * i + 1] = detail::bf16_bits_to_float(static_cast<uint16_t>(w[i] >> 16));
+    }
+  }
+
+  __device__ __forceinline__ float amax() const {
+    float a = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) a = detail::amax_fold(a, v[i]);
+    return a;
+  }
+
+  // e4m3(x * factor) (kDivide = false) or e4m3(x / factor) with IEEE division, packed in
+  // memory order; satfinite, round to nearest even (cvt.rn.satfinite.e4m3x2.f32).
+  template <bool kDivide>
+  __device__ __forceinline__ uint4 to_e4m3(float factor) const {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float s[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) s[j] = kDivide ? v[4 * i + j] / factor : v[4 * i + j] * factor;
+      const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(s[0], s[1]), __NV_SATFINITE, __NV_E4M3);
+      const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(s[2], s[3]), __NV_SATFINITE, __NV_E4M3);
+      w[i] = lo | (hi << 16);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+};
+
+// UE8M0 round-up (2^ceil(log2 x) as a biased exponent): cuda_fp8.h emits the native
+// cvt.rp.satfinite.ue8m0x2.f32 on sm_100a/sm_100f and its software emulation elsewhere.
+__device__ __forceinline__ uint8_t ue8m0_round_up(float x) {
+  return __nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundPosInf);
+}
+
+// Amax over the `kLanes` consecutive lanes that hold one quantization block. CUB masks the
+// shuffles to the logical warp, so groups of other rows in the warp may have exited already.
+template <int kLanes>
+__device__ __forceinline__ float group_amax(float local) {
+  using Reduce = cub::WarpReduce<float, kLanes>;
+  // The shuffle specialisation (power-of-two lanes) keeps no state in TempStorage.
+  typename Reduce::TempStorage no_shared_state;
+  return Reduce(no_shared_state).Reduce(local, cuda::maximum<float>{});
+}
+
+}  // namespace cachestore::kernels

@@ -1,0 +1,70 @@
+// store_index_k_bf16 and store_index_k_fp8: validation, dispatch, launch.
+#include "cachestore/layout.h"
+#include "detail/validate.h"
+#include "kernels/store_kernels.cuh"
+#include "launch.cuh"
+
+namespace cachestore {
+using detail::fail;
+
+Status store_index_k_bf16(const IndexKBf16Params& p, cudaStream_t stream) {
+  CACHESTORE_RETURN_IF_ERROR(detail::check_batch(p.batch));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_slots(p.slots, p.batch.num_tokens, "slots"));
+  if (p.head_dim <= 0 || p.head_dim % 8 != 0 || p.head_dim > 8192)
+    return fail(Status::kErrorNotSupported,
+                "head_dim = %d: must be a multiple of 8 in [8, 8192]", p.head_dim);
+  if (p.num_slots < 0)
+    return fail(Status::kErrorInvalidArgument, "num_slots = %lld: must be >= 0",
+                static_cast<long long>(p.num_slots));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.k, p.k_row_stride, p.batch.num_tokens,
+                                                     p.head_dim, "k", "k_row_stride"));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.cache, p.cache_row_stride, p.num_slots,
+                                                     p.head_dim, "cache", "cache_row_stride"));
+  detail::ArchInfo arch{};
+  CACHESTORE_RETURN_IF_ERROR(detail::current_arch(&arch));
+  if (p.batch.num_tokens == 0) return detail::succeed();
+
+  const int32_t vecs_per_row = p.head_dim / 8;
+  int32_t lanes = 1;
+  while (lanes < vecs_per_row && lanes < 32) lanes *= 2;
+  const int32_t rows_per_block = arch.policy.block_threads / lanes;
+  dim3 grid;
+  CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows_per_block, &grid));
+  const kernels::IndexKBf16Args args{detail::slot_args(p.slots, p.num_slots),
+                                     static_cast<const uint16_t*>(p.k), p.k_row_stride,
+                                     static_cast<uint16_t*>(p.cache), p.cache_row_stride,
+                                     vecs_per_row};
+  const bool pdl = p.launch.enable_pdl && arch.pdl;
+  const dim3 block(lanes, rows_per_block);
+  return p.slots.type == SlotType::kInt32
+             ? detail::launch_store(kernels::index_k_bf16_kernel<int32_t>, grid, block, stream,
+                                    pdl, detail::guard_args(p.batch), args)
+             : detail::launch_store(kernels::index_k_bf16_kernel<int64_t>, grid, block, stream,
+                                    pdl, detail::guard_args(p.batch), args);
+}
+
+Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
+  CACHESTORE_RETURN_IF_ERROR(detail::check_batch(p.batch));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_slots(p.slots, p.batch.num_tokens, "slots"));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_index_k_fp8_cache(p.cache, "cache"));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.k, p.k_row_stride, p.batch.num_tokens,
+                                                     p.cache.head_dim, "k", "k_row_stride"));
+  detail::ArchInfo arch{};
+  CACHESTORE_RETURN_IF_ERROR(detail::current_arch(&arch));
+  if (p.batch.num_tokens == 0) return detail::succeed();
+
+  const kernels::IndexKFp8Args args = detail::index_k_fp8_args(p.slots, p.k, p.k_row_stride, p.cache);
+  const int32_t lanes = 1 << args.lanes_log2;
+  const int32_t rows_per_block = arch.policy.block_threads / lanes;
+  dim3 grid;
+  CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows_per_block, &grid));
+  const bool pdl = p.launch.enable_pdl && arch.pdl;
+  const dim3 block(lanes, rows_per_block);
+  return p.slots.type == SlotType::kInt32
+             ? detail::launch_store(kernels::index_k_fp8_kernel<int32_t>, grid, block, stream,
+                                    pdl, detail::guard_args(p.batch), args)
+             : detail::launch_store(kernels::index_k_fp8_kernel<int64_t>, grid, block, stream,
+                                    pdl, detail::guard_args(p.batch), args);
+}
+
+}  // namespace cachestore

@@ -1,0 +1,117 @@
+// Interop on the GPU: the kernels reproduce the peers' golden records byte for byte (vLLM's
+// indexer store, both scale formats; vLLM's fp8_ds_mla store; SGLang's FlashMLA V4 store),
+// stored at the golden slots (page size 64) and read back from the paged cache.
+#include "cachestore/layout.h"
+#include "golden.h"
+#include "gpu_support.cuh"
+
+namespace cachestore::test {
+namespace {
+
+constexpr int32_t kPage = 64;
+
+class GoldenTest : public GpuTest {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    input_ = golden_input();
+    slots_ = read_golden<int64_t>("slots_i64_256.bin", kGoldenRows);
+    pages_ = (*std::max_element(slots_.begin(), slots_.end())) / kPage + 1;
+    d_input_.assign(input_.begin(), input_.end());
+    d_slots_.assign(slots_.begin(), slots_.end());
+  }
+  const void* input(int column) const {
+    return thrust::raw_pointer_cast(d_input_.data()) + column;
+  }
+  Batch batch() const { return {kGoldenRows, nullptr, nullptr}; }
+  SlotMapping slots() const { return {thrust::raw_pointer_cast(d_slots_.data()), SlotType::kInt64}; }
+
+  IndexKFp8Cache index_cache(thrust::device_vector<uint8_t>& buffer, ScaleRule rule) const {
+    const int64_t stride = layout::index_k_fp8_min_page_stride(kPage, 128);
+    buffer.assign(pages_ * stride, kPoison);
+    return {thrust::raw_pointer_cast(buffer.data()), pages_, kPage, stride, 128, rule};
+  }
+  // The 132-byte records (data then scale) of the golden rows, read back from the cache.
+  std::vector<uint8_t> index_records(const thrust::device_vector<uint8_t>& buffer) const {
+    std::vector<uint8_t> cache(buffer.size()), out;
+    thrust::copy(buffer.begin(), buffer.end(), cache.begin());
+    const int64_t stride = layout::index_k_fp8_min_page_stride(kPage, 128);
+    for (int64_t s : slots_) {
+      const uint8_t* d = &cache[layout::index_k_fp8_data_offset(s / kPage, s % kPage, stride, 128)];
+      const uint8_t* sc =
+          &cache[layout::index_k_fp8_scale_offset(s / kPage, s % kPage, kPage, stride, 128)];
+      out.insert(out.end(), d, d + 128);
+      out.insert(out.end(), sc, sc + 4);
+    }
+    return out;
+  }
+
+  std::vector<uint16_t> input_;
+  std::vector<int64_t> slots_;
+  int64_t pages_ = 0;
+  thrust::device_vector<uint16_t> d_input_;
+  thrust::device_vector<int64_t> d_slots_;
+};
+
+TEST_F(GoldenTest, IndexKFp8BothRules) {
+  for (auto [rule, file] : {std::pair{ScaleRule::kAmax, "index_k_fp8_amax_records_256x132.bin"},
+                            std::pair{ScaleRule::kPow2, "index_k_fp8_pow2_records_256x132.bin"}}) {
+    thrust::device_vector<uint8_t> buffer;
+    IndexKFp8Params p;
+    p.batch = batch();
+    p.slots = slots();
+    p.k = input(0);
+    p.k_row_stride = kGoldenCols;
+    p.cache = index_cache(buffer, rule);
+    STORE_ASSERT(store_index_k_fp8(p, nullptr));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    EXPECT_TRUE(bytes_equal(read_golden<uint8_t>(file, kGoldenRows * 132), index_records(buffer),
+                            file));
+  }
+}
+
+TEST_F(GoldenTest, MlaV4AndV32WithFusedIndexK) {
+  for (MlaLayout layout_kind : {MlaLayout::kV4, MlaLayout::kV32}) {
+    const bool v4 = layout_kind == MlaLayout::kV4;
+    const int64_t stride = v4 ? layout::v4_min_page_stride(kPage) : layout::v32_min_page_stride(kPage);
+    thrust::device_vector<uint8_t> kv(pages_ * stride, kPoison), index_buffer;
+    FusedStoreParams p;
+    p.batch = batch();
+    p.kv_slots = slots();
+    p.nope = input(0);
+    p.nope_row_stride = kGoldenCols;
+    p.rope = input(v4 ? layout::kV4NopeDim : layout::kV32NopeDim);
+    p.rope_row_stride = kGoldenCols;
+    p.kv_cache = {layout_kind, thrust::raw_pointer_cast(kv.data()), pages_, kPage, stride,
+                  v4 ? ScaleRule::kPow2 : ScaleRule::kAmax};
+    p.index_k = input(0);
+    p.index_k_row_stride = kGoldenCols;
+    p.index_slots = slots();
+    p.index_cache = index_cache(index_buffer, ScaleRule::kAmax);
+    STORE_ASSERT(fused_store_cache(p, nullptr));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+
+    std::vector<uint8_t> cache(kv.size()), records;
+    thrust::copy(kv.begin(), kv.end(), cache.begin());
+    for (int64_t s : slots_) {
+      if (v4) {
+        const uint8_t* d = &cache[layout::v4_data_offset(s / kPage, s % kPage, stride)];
+        const uint8_t* sc = &cache[layout::v4_scale_offset(s / kPage, s % kPage, kPage, stride)];
+        records.insert(records.end(), d, d + 576);
+        records.insert(records.end(), sc, sc + 8);
+      } else {
+        const uint8_t* r = &cache[layout::v32_record_offset(s / kPage, s % kPage, stride)];
+        records.insert(records.end(), r, r + 656);
+      }
+    }
+    const char* file = v4 ? "mla_v4_records_256x584.bin" : "mla_v32_amax_records_256x656.bin";
+    EXPECT_TRUE(bytes_equal(read_golden<uint8_t>(file, kGoldenRows * (v4 ? 584 : 656)), records, file));
+    EXPECT_TRUE(bytes_equal(
+        read_golden<uint8_t>("index_k_fp8_amax_records_256x132.bin", kGoldenRows * 132),
+        index_records(index_buffer), "fused index-K"));
+  }
+}
+
+}  // namespace
+}  // namespace cachestore::test

@@ -1,0 +1,122 @@
+// The production bug, reproduced: a store captured in a CUDA graph at B = 32 rows and replayed
+// for every n in 0..32, the padding rows' slots holding 0, the previous replay's (stale) slots
+// or -1, their inputs NaN garbage. After every replay the whole cache equals the reference.
+// The naive unguarded scatter, replayed the same way, must be seen corrupting its cache.
+#include "naive_scatter.cuh"
+#include "store_cases.cuh"
+
+namespace cachestore::test {
+namespace {
+
+constexpr int64_t kCapturedRows = 32;
+enum class Padding { kZero, kStale, kMinusOne };
+
+class PaddedReplay : public GpuTest, public ::testing::WithParamInterface<StoreKind> {
+ protected:
+  // Slots of one replay: real rows get fresh distinct slots; padding rows what the engine left.
+  std::vector<int64_t> replay_slots(int64_t n, int64_t capacity, Padding padding,
+                                    const std::vector<int64_t>& previous) {
+    std::vector<int64_t> slots = distinct_slots(rng_, kCapturedRows, capacity, -1);
+    for (int64_t i = n; i < kCapturedRows; ++i)
+      slots[i] = padding == Padding::kZero ? 0 : padding == Padding::kMinusOne ? -1 : previous[i];
+    return slots;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(AllStores, PaddedReplay,
+                         ::testing::Values(StoreKind::kIndexKBf16, StoreKind::kIndexKFp8Amax,
+                                           StoreKind::kIndexKFp8Pow2, StoreKind::kV4,
+                                           StoreKind::kV32Pow2, StoreKind::kV32Amax,
+                                           StoreKind::kFusedV4Index, StoreKind::kFusedV32Index),
+                         [](const auto& info) { return store_kind_name(info.param); });
+
+TEST_P(PaddedReplay, GraphReplayNeverWritesPaddingRows) {
+  const StoreKind kind = GetParam();
+  CaseShape shape;
+  shape.num_tokens = kCapturedRows;
+  shape.page_size = 16;
+  StoreCase c(kind, shape);
+  const int64_t capacity = c.capacity();
+  std::vector<int64_t> previous = distinct_slots(rng_, kCapturedRows, capacity, -1);
+  c.randomize_inputs(rng_, kCapturedRows);
+  c.set_count(static_cast<int32_t>(kCapturedRows));
+  c.set_slots(previous);
+  c.set_index_slots(previous);
+  c.upload_inputs();
+
+  // Capture once, as an engine does at its largest decode batch.
+  cudaStream_t stream;
+  CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  CUDA_ASSERT(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const Status captured = c.run_device(stream);
+  CUDA_ASSERT(cudaStreamEndCapture(stream, &graph));
+  ASSERT_EQ(captured, Status::kSuccess) << last_error_message();
+  cudaGraphExec_t exec;
+  CUDA_ASSERT(cudaGraphInstantiate(&exec, graph, 0));
+
+  // The control: the naive scatter, same inputs and slots, its own cache.
+  const bool control = kind == StoreKind::kIndexKBf16;
+  thrust::device_vector<uint8_t> naive_cache;
+  cudaGraphExec_t naive_exec = nullptr;
+  thrust::device_vector<int64_t> naive_slots(kCapturedRows);
+  thrust::device_vector<uint16_t> naive_k(kCapturedRows * shape.head_dim);
+  if (control) {
+    naive_cache.assign(c.cache().host.size(), kPoison);
+    cudaGraph_t naive_graph;
+    CUDA_ASSERT(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    const cudaError_t launched = naive_scatter(
+        thrust::raw_pointer_cast(naive_k.data()), thrust::raw_pointer_cast(naive_slots.data()),
+        thrust::raw_pointer_cast(naive_cache.data()), kCapturedRows, shape.head_dim, capacity,
+        stream);
+    CUDA_ASSERT(cudaStreamEndCapture(stream, &naive_graph));
+    CUDA_ASSERT(launched);
+    CUDA_ASSERT(cudaGraphInstantiate(&naive_exec, naive_graph, 0));
+    CUDA_ASSERT(cudaGraphDestroy(naive_graph));
+  }
+
+  int corrupted_replays = 0;
+  for (Padding padding : {Padding::kZero, Padding::kStale, Padding::kMinusOne}) {
+    for (int64_t n = 0; n <= kCapturedRows; ++n) {
+      SCOPED_TRACE("padding " + std::to_string(static_cast<int>(padding)) + ", n = " +
+                   std::to_string(n));
+      const std::vector<int64_t> slots = replay_slots(n, capacity, padding, previous);
+      c.randomize_inputs(rng_, n);
+      c.set_count(static_cast<int32_t>(n));
+      c.set_slots(slots);
+      c.set_index_slots(slots);
+      c.upload_inputs();
+      CUDA_ASSERT(cudaGraphLaunch(exec, stream));
+      CUDA_ASSERT(cudaStreamSynchronize(stream));
+      c.run_reference();
+      ASSERT_TRUE(c.outputs_match());
+      previous = slots;
+
+      if (control) {
+        // Unguarded: the padded rows are written too. Compare with the guarded result.
+        thrust::copy(slots.begin(), slots.end(), naive_slots.begin());
+        const auto* k = reinterpret_cast<const uint16_t*>(c.k_host());
+        thrust::copy(k, k + kCapturedRows * shape.head_dim, naive_k.begin());
+        CUDA_ASSERT(cudaGraphLaunch(naive_exec, stream));
+        CUDA_ASSERT(cudaStreamSynchronize(stream));
+        std::vector<uint8_t> naive(naive_cache.size());
+        thrust::copy(naive_cache.begin(), naive_cache.end(), naive.begin());
+        if (naive != c.cache().host) ++corrupted_replays;
+        naive_cache.assign(c.cache().host.begin(), c.cache().host.end());  // resync
+      }
+    }
+  }
+  if (control) {
+    EXPECT_GT(corrupted_replays, 0) << "the control never corrupted: the test cannot see the bug";
+    RecordProperty("naive_corrupted_replays", corrupted_replays);
+    std::printf("naive unguarded scatter corrupted the cache in %d of %lld replays; guarded 0\n",
+                corrupted_replays, static_cast<long long>(3 * (kCapturedRows + 1)));
+  }
+  if (naive_exec != nullptr) CUDA_ASSERT(cudaGraphExecDestroy(naive_exec));
+  CUDA_ASSERT(cudaGraphExecDestroy(exec));
+  CUDA_ASSERT(cudaGraphDestroy(graph));
+  CUDA_ASSERT(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+}  // namespace cachestore::test

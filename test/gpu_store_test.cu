@@ -1,0 +1,252 @@
+// Every store against its host reference, whole caches compared byte for byte after the cache
+// was poisoned: the layout x rule x page size x slot type x stride sweep, every guard rule,
+// the diagnostics, bad arguments writing nothing.
+#include "store_cases.cuh"
+
+namespace cachestore::test {
+namespace {
+
+class StoreTest : public GpuTest {
+ protected:
+  // One step with `n` real rows (nullopt: the count pointer is null) and faulty slots mixed in.
+  ::testing::AssertionResult run_step(StoreCase& c, std::optional<int32_t> n, bool faults) {
+    const int64_t b = c.shape().num_tokens;
+    const int64_t real = n ? std::clamp<int64_t>(*n, 0, b) : b;
+    c.randomize_inputs(rng_, real);
+    if (n) c.set_count(*n);
+    c.set_slots(step_slots(rng_, b, real, c.capacity(), c.shape().reserved_slot, faults));
+    c.set_index_slots(step_slots(rng_, b, real, c.capacity(), c.shape().reserved_slot, faults));
+    c.upload_inputs();
+    const Status status = c.run_device(nullptr);
+    if (status != Status::kSuccess)
+      return ::testing::AssertionFailure() << status_string(status) << ": " << last_error_message();
+    const cudaError_t err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) return ::testing::AssertionFailure() << cudaGetErrorString(err);
+    c.run_reference();
+    return c.outputs_match();
+  }
+};
+
+// ---- the quantized layouts: layout x rule x P x slot type x contiguous/strided -----------
+using SweepParam = std::tuple<StoreKind, int32_t, SlotType, bool>;
+class QuantizedSweep : public StoreTest, public ::testing::WithParamInterface<SweepParam> {};
+
+TEST_P(QuantizedSweep, WholeCacheMatchesReference) {
+  const auto [kind, page_size, slot_type, strided] = GetParam();
+  CaseShape shape;
+  shape.num_tokens = 96;
+  shape.page_size = page_size;
+  shape.slot_type = slot_type;
+  shape.strided = strided;
+  shape.reserved_slot = 0;
+  StoreCase c(kind, shape);
+  for (int step = 0; step < 3; ++step) {  // cumulative: later steps must not disturb earlier rows
+    std::uniform_int_distribution<int32_t> n(0, static_cast<int32_t>(shape.num_tokens));
+    ASSERT_TRUE(run_step(c, n(rng_), /*faults=*/true)) << "step " << step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, QuantizedSweep,
+    ::testing::Combine(::testing::Values(StoreKind::kIndexKFp8Amax, StoreKind::kIndexKFp8Pow2,
+                                         StoreKind::kV4, StoreKind::kV32Pow2, StoreKind::kV32Amax,
+                                         StoreKind::kFusedV4Index, StoreKind::kFusedV32Index),
+                       ::testing::Values(1, 2, 64, 256),
+                       ::testing::Values(SlotType::kInt32, SlotType::kInt64),
+                       ::testing::Bool()),
+    [](const auto& info) {
+      return std::string(store_kind_name(std::get<0>(info.param))) + "_P" +
+             std::to_string(std::get<1>(info.param)) +
+             (std::get<2>(info.param) == SlotType::kInt32 ? "_i32" : "_i64") +
+             (std::get<3>(info.param) ? "_strided" : "_contiguous");
+    });
+
+// ---- bf16 index-K: head dims x slot type x stride ----------------------------------------
+using Bf16Param = std::tuple<int32_t, SlotType, bool>;
+class IndexKBf16Sweep : public StoreTest, public ::testing::WithParamInterface<Bf16Param> {};
+
+TEST_P(IndexKBf16Sweep, WholeCacheMatchesReference) {
+  const auto [head_dim, slot_type, strided] = GetParam();
+  CaseShape shape;
+  shape.num_tokens = 80;
+  shape.head_dim = head_dim;
+  shape.slot_type = slot_type;
+  shape.strided = strided;
+  shape.reserved_slot = 3;
+  StoreCase c(StoreKind::kIndexKBf16, shape);
+  for (int step = 0; step < 3; ++step) {
+    std::uniform_int_distribution<int32_t> n(0, static_cast<int32_t>(shape.num_tokens));
+    ASSERT_TRUE(run_step(c, n(rng_), true)) << "step " << step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, IndexKBf16Sweep,
+                         ::testing::Combine(::testing::Values(8, 64, 128, 256, 576),
+                                            ::testing::Values(SlotType::kInt32, SlotType::kInt64),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return "D" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) == SlotType::kInt32 ? "_i32" : "_i64") +
+                                  (std::get<2>(info.param) ? "_strided" : "_contiguous");
+                         });
+
+// ---- fp8 index-K head dims (one to four 128-value blocks), standalone and fused ----------
+using IndexDimParam = std::tuple<StoreKind, int32_t>;
+class IndexKFp8HeadDims : public StoreTest, public ::testing::WithParamInterface<IndexDimParam> {};
+
+TEST_P(IndexKFp8HeadDims, WholeCacheMatchesReference) {
+  CaseShape shape;
+  shape.num_tokens = 70;
+  shape.head_dim = std::get<1>(GetParam());
+  shape.page_size = 16;
+  StoreCase c(std::get<0>(GetParam()), shape);
+  ASSERT_TRUE(run_step(c, 61, true));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dims, IndexKFp8HeadDims,
+                         ::testing::Combine(::testing::Values(StoreKind::kIndexKFp8Amax,
+                                                              StoreKind::kIndexKFp8Pow2,
+                                                              StoreKind::kFusedV4Index,
+                                                              StoreKind::kFusedV32Index),
+                                            ::testing::Values(128, 256, 384, 512)),
+                         [](const auto& info) {
+                           return std::string(store_kind_name(std::get<0>(info.param))) + "_D" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// ---- the guard, rule by rule, on every entry point ----------------------------------------
+class GuardTest : public StoreTest, public ::testing::WithParamInterface<StoreKind> {};
+
+const StoreKind kAllKinds[] = {StoreKind::kIndexKBf16,    StoreKind::kIndexKFp8Amax,
+                               StoreKind::kIndexKFp8Pow2, StoreKind::kV4,
+                               StoreKind::kV32Pow2,       StoreKind::kV32Amax,
+                               StoreKind::kFusedV4Index,  StoreKind::kFusedV32Index};
+
+INSTANTIATE_TEST_SUITE_P(AllStores, GuardTest, ::testing::ValuesIn(kAllKinds),
+                         [](const auto& info) { return store_kind_name(info.param); });
+
+TEST_P(GuardTest, TokenCountEdgeCases) {
+  CaseShape shape;
+  shape.num_tokens = 40;
+  shape.page_size = 8;
+  // n = 0, 1, num_tokens, beyond num_tokens, negative; each on a fresh poisoned cache.
+  for (int32_t n : {0, 1, 39, 40, 41, 1 << 30, -1, -(1 << 30)}) {
+    StoreCase c(GetParam(), shape);
+    ASSERT_TRUE(run_step(c, n, false)) << "n = " << n;
+    const Diagnostics d = c.device_diagnostics();
+    EXPECT_EQ(d.negative_token_counts, n < 0 ? 1u : 0u) << "n = " << n;
+    EXPECT_EQ(d.out_of_range_slots, 0u);
+  }
+  // nullptr count: every row is real.
+  shape.count_on_device = false;
+  StoreCase c(GetParam(), shape);
+  ASSERT_TRUE(run_step(c, std::nullopt, false));
+}
+
+TEST_P(GuardTest, EachSlotRuleAlone) {
+  CaseShape shape;
+  shape.num_tokens = 32;
+  shape.page_size = 4;
+  shape.reserved_slot = 5;
+  StoreCase c(GetParam(), shape);
+  const int64_t cap = c.capacity();
+  const int32_t n = 24;
+  c.randomize_inputs(rng_, n);
+  c.set_count(n);
+  std::vector<int64_t> slots = distinct_slots(rng_, shape.num_tokens, cap, shape.reserved_slot);
+  slots[1] = -1;              // rule 2: negative = padding
+  slots[2] = -7;
+  slots[3] = 5;               // rule 3: the reserved slot
+  slots[4] = cap;             // rule 4: past the capacity (counted)
+  slots[5] = cap + 12345;
+  slots[6] = shape.slot_type == SlotType::kInt64 ? int64_t{1} << 40 : INT32_MAX;  // far past
+  slots[30] = cap + 1;        // past the capacity but beyond n: padding, not counted
+  c.set_slots(slots);
+  c.set_index_slots(slots);
+  c.upload_inputs();
+  STORE_ASSERT(c.run_device(nullptr));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  c.run_reference();
+  ASSERT_TRUE(c.outputs_match());
+  const Diagnostics d = c.device_diagnostics();
+  const unsigned long long per_cache = 3;
+  EXPECT_EQ(d.out_of_range_slots, has_fused_index(GetParam()) ? 2 * per_cache : per_cache);
+  EXPECT_EQ(d.negative_token_counts, 0u);
+}
+
+TEST_P(GuardTest, FusedIndexSlotMinusOneStoresKvOnly) {
+  if (!has_fused_index(GetParam())) GTEST_SKIP() << "fused stores only";
+  CaseShape shape;
+  shape.num_tokens = 16;
+  shape.page_size = 4;
+  StoreCase c(GetParam(), shape);
+  c.randomize_inputs(rng_, 16);
+  c.set_count(16);
+  const std::vector<int64_t> kv = distinct_slots(rng_, 16, c.capacity(), -1);
+  std::vector<int64_t> index = distinct_slots(rng_, 16, c.capacity(), -1);
+  index[7] = -1;  // a real row whose index-K slot is padding: KV stored, index-K not
+  c.set_slots(kv);
+  c.set_index_slots(index);
+  c.upload_inputs();
+  const std::vector<uint8_t> index_before = c.index_cache()->download();
+  STORE_ASSERT(c.run_device(nullptr));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  c.run_reference();
+  ASSERT_TRUE(c.outputs_match());
+  EXPECT_NE(c.cache().download(), std::vector<uint8_t>(c.cache().host.size(), kPoison));
+  EXPECT_NE(c.index_cache()->download(), index_before);
+}
+
+TEST_P(GuardTest, FusedSharedSlotArray) {
+  if (!has_fused_index(GetParam())) GTEST_SKIP() << "fused stores only";
+  CaseShape shape;
+  shape.num_tokens = 48;
+  shape.page_size = 16;
+  shape.shared_slots = true;
+  shape.reserved_slot = 0;
+  StoreCase c(GetParam(), shape);
+  ASSERT_TRUE(run_step(c, 40, true));
+}
+
+TEST_P(GuardTest, ZeroTokensWritesNothing) {
+  CaseShape shape;
+  shape.num_tokens = 0;
+  StoreCase c(GetParam(), shape);
+  ASSERT_TRUE(run_step(c, 0, false));
+}
+
+// ---- bad arguments: an error status, and not one byte written -----------------------------
+TEST_F(StoreTest, InvalidArgumentsWriteNothing) {
+  CaseShape shape;
+  shape.num_tokens = 32;
+  StoreCase c(StoreKind::kIndexKBf16, shape);
+  c.randomize_inputs(rng_, 32);
+  c.set_count(32);
+  c.set_slots(distinct_slots(rng_, 32, c.capacity(), -1));
+  c.upload_inputs();
+  const std::vector<uint8_t> before = c.cache().download();
+
+  IndexKBf16Params p;
+  p.batch.num_tokens = 32;
+  thrust::device_vector<int64_t> slots(32, 1);
+  thrust::device_vector<uint16_t> k(32 * 128 + 8, 0x3f80);
+  p.slots.data = thrust::raw_pointer_cast(slots.data());
+  p.k = thrust::raw_pointer_cast(k.data()) + 1;  // 2-byte offset: not 16-byte aligned
+  p.k_row_stride = 128;
+  p.cache = c.cache().ptr(Side::kDevice);
+  p.cache_row_stride = 128;
+  p.num_slots = c.capacity();
+  EXPECT_EQ(store_index_k_bf16(p, nullptr), Status::kErrorMisalignedOperand);
+  EXPECT_NE(std::string(last_error_message()).find("k"), std::string::npos);
+  p.k = thrust::raw_pointer_cast(k.data());
+  p.k_row_stride = 100;  // below the row width
+  EXPECT_EQ(store_index_k_bf16(p, nullptr), Status::kErrorInvalidArgument);
+  p.k_row_stride = 128;
+  p.head_dim = 12;
+  EXPECT_EQ(store_index_k_bf16(p, nullptr), Status::kErrorNotSupported);
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  EXPECT_TRUE(bytes_equal(before, c.cache().download(), "cache after refused calls"));
+}
+
+}  // namespace
+}  // namespace cachestore::test

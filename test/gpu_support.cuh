@@ -1,0 +1,124 @@
+// GPU test support: the skip-or-fail fixture, host/device mirrored buffers, the scenario
+// runner that poisons, stores, runs the host reference and compares every byte.
+#pragma once
+
+#include <thrust/device_vector.h>
+
+#include <cstdlib>
+#include <deque>
+#include <string>
+
+#include "test_support.h"
+
+#define CUDA_ASSERT(expr)                                                            \
+  do {                                                                               \
+    const cudaError_t cuda_assert_err_ = (expr);                                     \
+    ASSERT_EQ(cuda_assert_err_, cudaSuccess) << #expr << ": "                        \
+                                             << cudaGetErrorString(cuda_assert_err_); \
+  } while (0)
+
+#define STORE_ASSERT(expr)                                                                \
+  do {                                                                                    \
+    const ::cachestore::Status store_assert_status_ = (expr);                             \
+    ASSERT_EQ(store_assert_status_, ::cachestore::Status::kSuccess)                       \
+        << #expr << ": " << ::cachestore::status_string(store_assert_status_) << ": "     \
+        << ::cachestore::last_error_message();                                            \
+  } while (0)
+
+namespace cachestore::test {
+
+inline bool require_gpu() {
+  const char* v = std::getenv("CACHESTORE_REQUIRE_GPU");
+  return v != nullptr && std::string(v) == "1";
+}
+
+// GPU tests skip with a message when no device exists; CACHESTORE_REQUIRE_GPU=1 makes that
+// a failure. Each test also gets a fresh seed, printed with any failure.
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+      cudaGetLastError();
+      const std::string why = err != cudaSuccess ? cudaGetErrorString(err) : "0 devices";
+      if (require_gpu()) FAIL() << "CACHESTORE_REQUIRE_GPU=1 but no CUDA device: " << why;
+      GTEST_SKIP() << "no CUDA device (" << why
+                   << "): GPU test skipped; set CACHESTORE_REQUIRE_GPU=1 to fail instead";
+    }
+    seed_ = test_seed();
+    rng_.seed(seed_);
+    RecordProperty("seed", std::to_string(seed_));
+    trace_ = std::make_unique<::testing::ScopedTrace>(__FILE__, __LINE__,
+                                                      "CACHESTORE_TEST_SEED=" + std::to_string(seed_));
+  }
+  void TearDown() override { trace_.reset(); }
+
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+  std::unique_ptr<::testing::ScopedTrace> trace_;
+};
+
+enum class Side { kHost, kDevice };
+
+// One buffer on both sides: the host copy feeds the reference, the device copy the kernel.
+// Each device buffer is its own cudaMalloc (no pool), so an overrun is memcheck-visible.
+struct Mirror {
+  std::vector<uint8_t> host;
+  thrust::device_vector<uint8_t> device;
+
+  void* ptr(Side side) {
+    return side == Side::kHost ? static_cast<void*>(host.data())
+                               : static_cast<void*>(thrust::raw_pointer_cast(device.data()));
+  }
+  void upload() {
+    if (device.size() != host.size()) device.resize(host.size());
+    thrust::copy(host.begin(), host.end(), device.begin());
+  }
+  std::vector<uint8_t> download() const {
+    std::vector<uint8_t> out(device.size());
+    thrust::copy(device.begin(), device.end(), out.begin());
+    return out;
+  }
+};
+
+inline constexpr uint8_t kPoison = 0xAB;
+
+// The buffers of one store call. Inputs are uploaded as they are; outputs start poisoned
+// (caches) or zero (diagnostics) on both sides and are compared whole after the call. Device
+// buffers keep their address across uploads, so a captured graph sees new contents.
+class Scenario {
+ public:
+  Mirror& input(std::vector<uint8_t> bytes) {
+    Mirror& m = buffers_.emplace_back();
+    m.host = std::move(bytes);
+    m.upload();
+    inputs_.push_back(&m);
+    return m;
+  }
+  Mirror& output(size_t bytes, uint8_t fill, std::string name) {
+    Mirror& m = buffers_.emplace_back();
+    m.host.assign(bytes, fill);
+    m.upload();
+    outputs_.push_back({&m, std::move(name)});
+    return m;
+  }
+  void upload_inputs() {
+    for (Mirror* m : inputs_) m->upload();
+  }
+  // Device result vs the host reference, every byte of every output.
+  ::testing::AssertionResult outputs_match() const {
+    for (const auto& [m, name] : outputs_) {
+      auto r = bytes_equal(m->host, m->download(), name);
+      if (!r) return r;
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+ private:
+  std::deque<Mirror> buffers_;
+  std::vector<Mirror*> inputs_;
+  std::vector<std::pair<Mirror*, std::string>> outputs_;
+};
+
+}  // namespace cachestore::test

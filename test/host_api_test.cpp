@@ -1,0 +1,158 @@
+// Argument checks of every entry point, run everywhere: each bad argument returns its status
+// and a message naming it, before anything is launched (the pointers here are never valid
+// device memory; a check that let a call through would fail differently).
+#include <functional>
+#include <string>
+
+#include "cachestore/cachestore.h"
+#include "cachestore/layout.h"
+#include "test_support.h"
+
+namespace cachestore::test {
+namespace {
+
+void* fake(uintptr_t address) { return reinterpret_cast<void*>(address); }
+
+// A valid-looking call that never reaches a launch in these tests: every case breaks one thing.
+IndexKBf16Params bf16_params() {
+  IndexKBf16Params p;
+  p.batch.num_tokens = 16;
+  p.slots = {fake(0x10000), SlotType::kInt64, kNoReservedSlot};
+  p.k = fake(0x20000);
+  p.k_row_stride = 128;
+  p.cache = fake(0x40000);
+  p.cache_row_stride = 128;
+  p.num_slots = 64;
+  return p;
+}
+
+IndexKFp8Params fp8_params() {
+  IndexKFp8Params p;
+  p.batch.num_tokens = 16;
+  p.slots = {fake(0x10000), SlotType::kInt32, kNoReservedSlot};
+  p.k = fake(0x20000);
+  p.k_row_stride = 128;
+  p.cache = {fake(0x40000), 4, 64, layout::index_k_fp8_min_page_stride(64, 128), 128,
+             ScaleRule::kAmax};
+  return p;
+}
+
+FusedStoreParams fused_params() {
+  FusedStoreParams p;
+  p.batch.num_tokens = 16;
+  p.kv_slots = {fake(0x10000), SlotType::kInt64, kNoReservedSlot};
+  p.nope = fake(0x20000);
+  p.nope_row_stride = 576;
+  p.rope = fake(0x20000 + 2 * 448);
+  p.rope_row_stride = 576;
+  p.kv_cache = {MlaLayout::kV4, fake(0x80000), 4, 64, layout::v4_min_page_stride(64),
+                ScaleRule::kPow2};
+  p.index_k = fake(0x30000);
+  p.index_k_row_stride = 128;
+  p.index_slots = {fake(0x11000), SlotType::kInt64, kNoReservedSlot};
+  p.index_cache = {fake(0x40000), 4, 64, layout::index_k_fp8_min_page_stride(64, 128), 128,
+                   ScaleRule::kAmax};
+  return p;
+}
+
+struct Case {
+  std::string what;
+  Status status;
+  std::string names;  // must appear in last_error_message()
+};
+
+template <typename Params>
+void expect_rejected(Status (*store)(const Params&, cudaStream_t), Params (*base)(),
+                     const std::vector<std::pair<Case, std::function<void(Params&)>>>& cases) {
+  for (const auto& [c, mutate] : cases) {
+    Params p = base();
+    mutate(p);
+    EXPECT_EQ(store(p, nullptr), c.status) << c.what << ": " << last_error_message();
+    EXPECT_NE(std::string(last_error_message()).find(c.names), std::string::npos)
+        << c.what << ": message \"" << last_error_message() << "\" does not name " << c.names;
+  }
+}
+
+using S = Status;
+
+TEST(ArgumentChecks, StoreIndexKBf16) {
+  expect_rejected<IndexKBf16Params>(store_index_k_bf16, bf16_params, {
+    {{"negative num_tokens", S::kErrorInvalidArgument, "batch.num_tokens"}, [](auto& p) { p.batch.num_tokens = -1; }},
+    {{"null slots", S::kErrorInvalidArgument, "slots.data"}, [](auto& p) { p.slots.data = nullptr; }},
+    {{"bad slot type", S::kErrorInvalidArgument, "slots.type"}, [](auto& p) { p.slots.type = static_cast<SlotType>(7); }},
+    {{"misaligned int64 slots", S::kErrorMisalignedOperand, "slots.data"}, [](auto& p) { p.slots.data = fake(0x10004); }},
+    {{"reserved slot -2", S::kErrorInvalidArgument, "slots.reserved_slot"}, [](auto& p) { p.slots.reserved_slot = -2; }},
+    {{"misaligned count", S::kErrorMisalignedOperand, "batch.num_tokens_non_padded"}, [](auto& p) { p.batch.num_tokens_non_padded = static_cast<const int32_t*>(fake(0x50002)); }},
+    {{"misaligned diagnostics", S::kErrorMisalignedOperand, "batch.diagnostics"}, [](auto& p) { p.batch.diagnostics = static_cast<Diagnostics*>(fake(0x50004)); }},
+    {{"head_dim 12", S::kErrorNotSupported, "head_dim"}, [](auto& p) { p.head_dim = 12; }},
+    {{"head_dim 0", S::kErrorNotSupported, "head_dim"}, [](auto& p) { p.head_dim = 0; }},
+    {{"null k", S::kErrorInvalidArgument, "k"}, [](auto& p) { p.k = nullptr; }},
+    {{"k stride below D", S::kErrorInvalidArgument, "k_row_stride"}, [](auto& p) { p.k_row_stride = 64; }},
+    {{"k misaligned", S::kErrorMisalignedOperand, "k"}, [](auto& p) { p.k = fake(0x20002); }},
+    {{"k stride odd", S::kErrorMisalignedOperand, "k_row_stride"}, [](auto& p) { p.k_row_stride = 130; }},
+    {{"null cache", S::kErrorInvalidArgument, "cache"}, [](auto& p) { p.cache = nullptr; }},
+    {{"cache misaligned", S::kErrorMisalignedOperand, "cache"}, [](auto& p) { p.cache = fake(0x40008); }},
+    {{"cache stride below D", S::kErrorInvalidArgument, "cache_row_stride"}, [](auto& p) { p.cache_row_stride = 8; }},
+    {{"negative num_slots", S::kErrorInvalidArgument, "num_slots"}, [](auto& p) { p.num_slots = -4; }},
+    {{"capacity overflow", S::kErrorCapacityOverflow, "cache"}, [](auto& p) { p.num_slots = int64_t{1} << 60; }},
+  });
+}
+
+TEST(ArgumentChecks, StoreIndexKFp8) {
+  expect_rejected<IndexKFp8Params>(store_index_k_fp8, fp8_params, {
+    {{"null slots", S::kErrorInvalidArgument, "slots.data"}, [](auto& p) { p.slots.data = nullptr; }},
+    {{"misaligned int32 slots", S::kErrorMisalignedOperand, "slots.data"}, [](auto& p) { p.slots.data = fake(0x10002); }},
+    {{"head_dim 64", S::kErrorNotSupported, "cache.head_dim"}, [](auto& p) { p.cache.head_dim = 64; }},
+    {{"head_dim 640", S::kErrorNotSupported, "cache.head_dim"}, [](auto& p) { p.cache.head_dim = 640; }},
+    {{"page size 48", S::kErrorNotSupported, "cache.page_size"}, [](auto& p) { p.cache.page_size = 48; }},
+    {{"page size 2048", S::kErrorNotSupported, "cache.page_size"}, [](auto& p) { p.cache.page_size = 2048; }},
+    {{"page size 0", S::kErrorNotSupported, "cache.page_size"}, [](auto& p) { p.cache.page_size = 0; }},
+    {{"page stride too small", S::kErrorInvalidArgument, "cache.page_stride_bytes"}, [](auto& p) { p.cache.page_stride_bytes -= 16; }},
+    {{"page stride unaligned", S::kErrorMisalignedOperand, "cache.page_stride_bytes"}, [](auto& p) { p.cache.page_stride_bytes += 4; }},
+    {{"cache misaligned", S::kErrorMisalignedOperand, "cache.data"}, [](auto& p) { p.cache.data = fake(0x40004); }},
+    {{"null cache", S::kErrorInvalidArgument, "cache.data"}, [](auto& p) { p.cache.data = nullptr; }},
+    {{"negative pages", S::kErrorInvalidArgument, "cache.num_pages"}, [](auto& p) { p.cache.num_pages = -1; }},
+    {{"pages overflow", S::kErrorCapacityOverflow, "cache.num_pages"}, [](auto& p) { p.cache.num_pages = int64_t{1} << 55; }},
+    {{"bad rule", S::kErrorInvalidArgument, "cache.scale_rule"}, [](auto& p) { p.cache.scale_rule = static_cast<ScaleRule>(9); }},
+    {{"k misaligned", S::kErrorMisalignedOperand, "k"}, [](auto& p) { p.k = fake(0x20008); }},
+    {{"k stride below D", S::kErrorInvalidArgument, "k_row_stride"}, [](auto& p) { p.k_row_stride = 120; }},
+  });
+}
+
+TEST(ArgumentChecks, FusedStoreCache) {
+  expect_rejected<FusedStoreParams>(fused_store_cache, fused_params, {
+    {{"null kv slots", S::kErrorInvalidArgument, "kv_slots.data"}, [](auto& p) { p.kv_slots.data = nullptr; }},
+    {{"bad layout", S::kErrorInvalidArgument, "kv_cache.layout"}, [](auto& p) { p.kv_cache.layout = static_cast<MlaLayout>(5); }},
+    {{"V4 with amax", S::kErrorNotSupported, "kv_cache.scale_rule"}, [](auto& p) { p.kv_cache.scale_rule = ScaleRule::kAmax; }},
+    {{"V4 stride too small", S::kErrorInvalidArgument, "kv_cache.page_stride_bytes"}, [](auto& p) { p.kv_cache.page_stride_bytes = 584 * 64; }},
+    {{"V3.2 stride too small", S::kErrorInvalidArgument, "kv_cache.page_stride_bytes"}, [](auto& p) { p.kv_cache.layout = MlaLayout::kV32; }},
+    {{"kv page size 3", S::kErrorNotSupported, "kv_cache.page_size"}, [](auto& p) { p.kv_cache.page_size = 3; }},
+    {{"null kv cache", S::kErrorInvalidArgument, "kv_cache.data"}, [](auto& p) { p.kv_cache.data = nullptr; }},
+    {{"null nope", S::kErrorInvalidArgument, "nope"}, [](auto& p) { p.nope = nullptr; }},
+    {{"nope stride below 448", S::kErrorInvalidArgument, "nope_row_stride"}, [](auto& p) { p.nope_row_stride = 440; }},
+    {{"V3.2 nope stride below 512", S::kErrorInvalidArgument, "nope_row_stride"}, [](auto& p) { p.kv_cache.layout = MlaLayout::kV32; p.kv_cache.page_stride_bytes = 656 * 64; p.nope_row_stride = 504; }},
+    {{"rope misaligned", S::kErrorMisalignedOperand, "rope"}, [](auto& p) { p.rope = fake(0x20000 + 2 * 447); }},
+    {{"rope stride odd", S::kErrorMisalignedOperand, "rope_row_stride"}, [](auto& p) { p.rope_row_stride = 577; }},
+    {{"null index slots", S::kErrorInvalidArgument, "index_slots.data"}, [](auto& p) { p.index_slots.data = nullptr; }},
+    {{"index slot type differs", S::kErrorNotSupported, "index_slots.type"}, [](auto& p) { p.index_slots.type = SlotType::kInt32; }},
+    {{"index head_dim 100", S::kErrorNotSupported, "index_cache.head_dim"}, [](auto& p) { p.index_cache.head_dim = 100; }},
+    {{"null index cache", S::kErrorInvalidArgument, "index_cache.data"}, [](auto& p) { p.index_cache.data = nullptr; }},
+    {{"index k misaligned", S::kErrorMisalignedOperand, "index_k"}, [](auto& p) { p.index_k = fake(0x30004); }},
+  });
+}
+
+TEST(Status, StringsAndVersion) {
+  EXPECT_STREQ(status_string(Status::kSuccess), "kSuccess");
+  EXPECT_STREQ(status_string(Status::kErrorInvalidArgument), "kErrorInvalidArgument");
+  EXPECT_STREQ(status_string(Status::kErrorMisalignedOperand), "kErrorMisalignedOperand");
+  EXPECT_STREQ(status_string(Status::kErrorNotSupported), "kErrorNotSupported");
+  EXPECT_STREQ(status_string(Status::kErrorCapacityOverflow), "kErrorCapacityOverflow");
+  EXPECT_STREQ(status_string(Status::kErrorArchMismatch), "kErrorArchMismatch");
+  EXPECT_STREQ(status_string(Status::kErrorCudaRuntime), "kErrorCudaRuntime");
+  EXPECT_STREQ(status_string(static_cast<Status>(99)), "kUnknownStatus");
+  EXPECT_EQ(version(), CACHESTORE_VERSION_MAJOR * 10000 + CACHESTORE_VERSION_MINOR * 100 +
+                           CACHESTORE_VERSION_PATCH);
+}
+
+}  // namespace
+}  // namespace cachestore::test

@@ -1,0 +1,260 @@
+// Host tests of the references, the guard and the conversions, run everywhere. Expected values
+// here are worked out by hand from DESIGN.md, or are the peers' golden records.
+#include <cmath>
+#include <cstring>
+
+#include "cachestore/layout.h"
+#include "detail/guard.h"
+#include "detail/scale_rules.h"
+#include "golden.h"
+#include "reference/conversions.h"
+#include "reference/reference.h"
+#include "test_support.h"
+
+namespace cachestore::test {
+namespace {
+
+using detail::RowVerdict;
+using reference::e4m3_from_float;
+using reference::ue8m0_from_float_rp_satfinite;
+
+float bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint32_t to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+TEST(Guard, ClassifiesEveryRule) {
+  EXPECT_EQ(detail::clamp_token_count(-5, 10), 0);
+  EXPECT_EQ(detail::clamp_token_count(7, 10), 7);
+  EXPECT_EQ(detail::clamp_token_count(11, 10), 10);
+  // row, n, slot, reserved, capacity
+  EXPECT_EQ(detail::classify_row(0, 1, 3, -1, 8), RowVerdict::kStore);
+  EXPECT_EQ(detail::classify_row(1, 1, 3, -1, 8), RowVerdict::kSkip);         // rule 1: i >= n
+  EXPECT_EQ(detail::classify_row(0, 1, -1, -1, 8), RowVerdict::kSkip);        // rule 2
+  EXPECT_EQ(detail::classify_row(0, 1, 0, 0, 8), RowVerdict::kSkip);          // rule 3
+  EXPECT_EQ(detail::classify_row(0, 1, 8, -1, 8), RowVerdict::kOutOfRange);   // rule 4
+  EXPECT_EQ(detail::classify_row(5, 1, 8, -1, 8), RowVerdict::kSkip);         // padding, not a bug
+  EXPECT_EQ(detail::classify_row(0, 1, 7, -1, 8), RowVerdict::kStore);
+  EXPECT_EQ(detail::classify_row(0, 0, 7, -1, 8), RowVerdict::kSkip);
+}
+
+TEST(E4m3Reference, HandWorkedValues) {
+  EXPECT_EQ(e4m3_from_float(1.0f), 0x38);
+  EXPECT_EQ(e4m3_from_float(-1.0f), 0xb8);
+  EXPECT_EQ(e4m3_from_float(448.0f), 0x7e);
+  EXPECT_EQ(e4m3_from_float(-448.0f), 0xfe);
+  EXPECT_EQ(e4m3_from_float(463.0f), 0x7e);  // would round to 448 anyway
+  EXPECT_EQ(e4m3_from_float(465.0f), 0x7e);  // rounds past the max: saturates
+  EXPECT_EQ(e4m3_from_float(1e30f), 0x7e);
+  EXPECT_EQ(e4m3_from_float(INFINITY), 0x7e);
+  EXPECT_EQ(e4m3_from_float(-INFINITY), 0xfe);
+  EXPECT_EQ(e4m3_from_float(NAN), 0x7f);
+  EXPECT_EQ(e4m3_from_float(0.0f), 0x00);
+  EXPECT_EQ(e4m3_from_float(-0.0f), 0x80);
+  // Ties to even: 1.0625 lies between 1.0 (0x38, even) and 1.125 (0x39).
+  EXPECT_EQ(e4m3_from_float(1.0625f), 0x38);
+  // 1.1875 between 1.125 (0x39) and 1.25 (0x3a, even).
+  EXPECT_EQ(e4m3_from_float(1.1875f), 0x3a);
+  EXPECT_EQ(e4m3_from_float(1.0626f), 0x39);  // just above the tie
+  // Subnormals: k * 2^-9.
+  EXPECT_EQ(e4m3_from_float(std::ldexp(1.0f, -9)), 0x01);
+  EXPECT_EQ(e4m3_from_float(std::ldexp(1.0f, -10)), 0x00);       // tie 0 / 2^-9: even 0
+  EXPECT_EQ(e4m3_from_float(std::ldexp(3.0f, -10)), 0x02);       // tie 1 / 2: even 2
+  EXPECT_EQ(e4m3_from_float(std::ldexp(7.5f, -9)), 0x08);        // rounds up to 2^-6
+  EXPECT_EQ(e4m3_from_float(std::ldexp(1.0f, -6)), 0x08);        // smallest normal
+  EXPECT_EQ(e4m3_from_float(std::ldexp(1.0f, -30)), 0x00);       // far below: zero
+  EXPECT_EQ(e4m3_from_float(bits(0x00000001)), 0x00);            // fp32 subnormal
+  EXPECT_EQ(e4m3_from_float(240.0f), 0x77);
+  EXPECT_EQ(e4m3_from_float(232.0f), 0x76);                      // tie 224/240: even 224
+}
+
+TEST(Ue8m0Reference, PtxRoundUpSatfinite) {
+  EXPECT_EQ(ue8m0_from_float_rp_satfinite(1.0f), 127);
+  EXPECT_EQ(ue8m0_from_float_rp_satfinite(bits(0x3f800001)), 128);  // just above 1: rounds up
+  EXPECT_EQ(ue8m0_from_float_rp_satfinite(1.5f), 128);
+  EXPECT_EQ(ue8m0_from_float_rp_satfinite(2.0f), 128);
+  EXPECT_EQ(ue8m0_from_float_rp_satfinite(std::ldexp(1.0f, -126)), 1);
+  EXPECT_EQ(ue8m0_from_float_rp_satfinite(bits(0x00400000)), 0);  // 2^-127
+  EXPECT_EQ(ue8m0_from_float_rp_satfinite(bits(0x00400001)), 1);
+  EXPECT_EQ(ue8m0_from_float_rp_satfinite(bits(0x00000001)), 0);
+  EXPECT_EQ(ue8m0_from_float_rp_satfinite(0.0f), 0);
+  EXPECT_EQ(ue8m0_from_float_rp_satfinite(std::ldexp(1.0f, 127)), 254);
+  EXPECT_EQ(ue8m0_from_float_rp_satfinite(bits(0x7f000001)), 254);  // would be 2^128: saturates
+  EXPECT_EQ(ue8m0_from_float_rp_satfinite(INFINITY), 254);
+  EXPECT_EQ(ue8m0_from_float_rp_satfinite(NAN), 255);
+  EXPECT_EQ(detail::ue8m0_to_float(127), 1.0f);
+  EXPECT_EQ(to_bits(detail::ue8m0_to_float(0)), 0x00400000u);
+  for (int b = 0; b < 255; ++b)
+    EXPECT_EQ(detail::ue8m0_to_float(static_cast<uint8_t>(b)) *
+                  detail::ue8m0_reciprocal(static_cast<uint8_t>(b)), 1.0f) << b;
+}
+
+// One 128-value block with the given values, quantized by the index-K rule.
+void quantize_block(const std::vector<float>& values, ScaleRule rule, uint8_t* data, float* scale) {
+  std::vector<uint16_t> k(128);
+  for (int i = 0; i < 128; ++i) k[i] = float_to_bf16_bits(values[i % values.size()]);
+  reference::quantize_index_k_row(k.data(), 128, rule, data, scale);
+}
+
+TEST(IndexKScaleRules, HandWorkedVectors) {
+  uint8_t q[128];
+  float s;
+  // amax exactly 448 * 2^k: s = 2^k under both rules, and the amax value encodes as 448.
+  for (int k : {-8, 0, 3}) {
+    for (ScaleRule rule : {ScaleRule::kAmax, ScaleRule::kPow2}) {
+      quantize_block({std::ldexp(448.0f, k), std::ldexp(-1.0f, k), 0.0f}, rule, q, &s);
+      EXPECT_EQ(s, std::ldexp(1.0f, k));
+      EXPECT_EQ(q[0], 0x7e);
+      EXPECT_EQ(q[1], 0xb8);  // -1 * 2^k / 2^k = -1
+      EXPECT_EQ(q[2], 0x00);
+    }
+  }
+  // amax below the 1e-4 floor: s = 1e-4 / 448 (amax); pow2: 2^ceil(log2(2.23e-7)) = 2^-22.
+  quantize_block({1e-5f, -2e-6f}, ScaleRule::kAmax, q, &s);
+  EXPECT_EQ(s, 1e-4f / 448.0f);
+  quantize_block({1e-5f, -2e-6f}, ScaleRule::kPow2, q, &s);
+  EXPECT_EQ(s, std::ldexp(1.0f, -22));
+  // All-zero block: the floor scale, zero payload, no NaN.
+  for (ScaleRule rule : {ScaleRule::kAmax, ScaleRule::kPow2}) {
+    quantize_block({0.0f}, rule, q, &s);
+    EXPECT_FALSE(std::isnan(s));
+    for (uint8_t b : q) EXPECT_EQ(b, 0);
+  }
+  // amax 1.0 with the pow2 rule: s = 2^ceil(log2(1/448)) = 2^-8; 1.0 -> 256 -> 0x78.
+  quantize_block({1.0f, 0.5f}, ScaleRule::kPow2, q, &s);
+  EXPECT_EQ(s, std::ldexp(1.0f, -8));
+  EXPECT_EQ(q[0], 0x78);
+  EXPECT_EQ(q[1], 0x70);
+  // NaN is ignored by the amax and stored as NaN; Inf makes the amax infinite.
+  quantize_block({2.0f, NAN}, ScaleRule::kAmax, q, &s);
+  EXPECT_EQ(s, 2.0f / 448.0f);
+  EXPECT_EQ(q[1], 0x7f);
+  quantize_block({2.0f, INFINITY}, ScaleRule::kPow2, q, &s);
+  EXPECT_EQ(s, std::ldexp(1.0f, 127));  // UE8M0 saturates
+  EXPECT_EQ(q[1], 0x7e);                // Inf * 2^-127 = Inf: saturates to 448
+  EXPECT_EQ(q[0], 0x00);
+}
+
+TEST(MlaScaleRules, HandWorkedVectors) {
+  std::vector<uint16_t> nope(512, 0), rope(64);
+  for (int i = 0; i < 64; ++i) rope[i] = static_cast<uint16_t>(0x3f80 + i);
+  // V4: tile 0 amax 448 -> e = 0 (byte 127); tile 1 all zero -> e = ceil(log2(1e-4/448)) = -22.
+  nope[0] = float_to_bf16_bits(448.0f);
+  nope[1] = float_to_bf16_bits(-3.0f);
+  uint8_t data[576], scale[8];
+  reference::quantize_v4_row(nope.data(), rope.data(), data, scale);
+  EXPECT_EQ(scale[0], 127);
+  EXPECT_EQ(scale[1], 127 - 22);
+  EXPECT_EQ(scale[7], 0);  // the pad byte
+  EXPECT_EQ(data[0], 0x7e);
+  EXPECT_EQ(data[1], e4m3_from_float(-3.0f));
+  EXPECT_EQ(std::memcmp(data + 448, rope.data(), 128), 0);
+  // V3.2: tile scale pow2 = 2^ceil(log2(max(amax/448, 1e-4))); amax = max(amax/448, FLT_MIN).
+  uint8_t record[656];
+  reference::quantize_v32_row(nope.data(), rope.data(), ScaleRule::kPow2, record);
+  float scales[4];
+  std::memcpy(scales, record + 512, 16);
+  EXPECT_EQ(scales[0], 1.0f);
+  EXPECT_EQ(scales[1], std::ldexp(1.0f, -13));  // all-zero tile: 1e-4 rounds up to 2^-13
+  reference::quantize_v32_row(nope.data(), rope.data(), ScaleRule::kAmax, record);
+  std::memcpy(scales, record + 512, 16);
+  EXPECT_EQ(scales[0], 1.0f);
+  EXPECT_EQ(scales[1], FLT_MIN);  // all-zero tile: never NaN
+  EXPECT_EQ(record[0], 0x7e);
+  EXPECT_EQ(record[128], 0x00);
+  EXPECT_EQ(std::memcmp(record + 528, rope.data(), 128), 0);
+}
+
+TEST(Layout, OffsetsForEveryPageSize) {
+  for (int64_t p : {1, 2, 64, 256}) {
+    const int64_t index_stride = layout::index_k_fp8_min_page_stride(p, 128);
+    EXPECT_EQ(index_stride, 132 * p);
+    EXPECT_EQ(layout::index_k_fp8_data_offset(3, p - 1, index_stride, 128),
+              3 * index_stride + (p - 1) * 128);
+    EXPECT_EQ(layout::index_k_fp8_scale_offset(3, p - 1, p, index_stride, 128),
+              3 * index_stride + p * 128 + (p - 1) * 4);
+    const int64_t v4 = layout::v4_min_page_stride(p);
+    EXPECT_EQ(v4 % 576, 0);
+    EXPECT_GE(v4, 584 * p);
+    EXPECT_LT(v4 - 584 * p, 576);
+    EXPECT_EQ(layout::v4_scale_offset(2, p - 1, p, v4), 2 * v4 + 576 * p + 8 * (p - 1));
+    EXPECT_EQ(layout::v32_min_page_stride(p), 656 * p);
+  }
+  EXPECT_EQ(layout::v4_min_page_stride(1), 1152);
+  EXPECT_EQ(layout::v4_min_page_stride(2), 1728);
+  EXPECT_EQ(layout::v4_min_page_stride(64), 37440);
+  EXPECT_EQ(layout::v4_min_page_stride(256), 149760);
+  EXPECT_EQ(layout::index_k_fp8_min_page_stride(64, 128), 8448);
+  EXPECT_EQ(layout::index_k_fp8_min_page_stride(64, 256), 64 * 264);
+}
+
+// ---- interop: the references reproduce the peers' golden records ---------------------------
+TEST(Golden, ReferencesReproducePeersRecords) {
+  const std::vector<uint16_t> in = golden_input();
+  std::vector<uint8_t> idx_amax, idx_pow2, v32, v4;
+  for (int r = 0; r < kGoldenRows; ++r) {
+    const uint16_t* row = &in[static_cast<size_t>(r) * kGoldenCols];
+    uint8_t rec[656];
+    float scale;
+    reference::quantize_index_k_row(row, 128, ScaleRule::kAmax, rec, &scale);
+    std::memcpy(rec + 128, &scale, 4);
+    idx_amax.insert(idx_amax.end(), rec, rec + 132);
+    reference::quantize_index_k_row(row, 128, ScaleRule::kPow2, rec, &scale);
+    std::memcpy(rec + 128, &scale, 4);
+    idx_pow2.insert(idx_pow2.end(), rec, rec + 132);
+    reference::quantize_v32_row(row, row + 512, ScaleRule::kAmax, rec);
+    v32.insert(v32.end(), rec, rec + 656);
+    reference::quantize_v4_row(row, row + 448, rec, rec + 576);
+    v4.insert(v4.end(), rec, rec + 584);
+  }
+  EXPECT_TRUE(bytes_equal(read_golden<uint8_t>("index_k_fp8_amax_records_256x132.bin", 256 * 132),
+                          idx_amax, "vLLM indexer, fp32 scales"));
+  EXPECT_TRUE(bytes_equal(read_golden<uint8_t>("index_k_fp8_pow2_records_256x132.bin", 256 * 132),
+                          idx_pow2, "vLLM indexer, ue8m0 scales"));
+  EXPECT_TRUE(bytes_equal(read_golden<uint8_t>("mla_v32_amax_records_256x656.bin", 256 * 656), v32,
+                          "vLLM fp8_ds_mla"));
+  EXPECT_TRUE(bytes_equal(read_golden<uint8_t>("mla_v4_records_256x584.bin", 256 * 584), v4,
+                          "SGLang FlashMLA V4"));
+}
+
+// ---- the reference stores follow the guard ----------------------------------------------
+TEST(ReferenceStore, Bf16GuardAndDiagnostics) {
+  const int64_t b = 6, d = 8, slots_n = 8;
+  std::vector<uint16_t> k(b * d);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<uint16_t>(i + 1);
+  std::vector<int64_t> slots = {2, -1, 0, 9, 5, 4};  // 0 reserved, 9 past capacity
+  std::vector<uint16_t> cache(slots_n * d, 0xabab);
+  int32_t n = 5;  // row 5 is padding
+  Diagnostics diag{};
+  IndexKBf16Params p;
+  p.batch = {b, &n, &diag};
+  p.slots = {slots.data(), SlotType::kInt64, 0};
+  p.k = k.data();
+  p.k_row_stride = d;
+  p.cache = cache.data();
+  p.cache_row_stride = d;
+  p.num_slots = slots_n;
+  p.head_dim = d;
+  reference::store_index_k_bf16(p);
+  for (int64_t s = 0; s < slots_n; ++s) {
+    for (int64_t c = 0; c < d; ++c) {
+      const uint16_t want = s == 2 ? k[0 * d + c] : s == 5 ? k[4 * d + c] : 0xabab;
+      EXPECT_EQ(cache[s * d + c], want) << "slot " << s;
+    }
+  }
+  EXPECT_EQ(diag.out_of_range_slots, 1u);
+  EXPECT_EQ(diag.negative_token_counts, 0u);
+  n = -3;
+  reference::store_index_k_bf16(p);
+  EXPECT_EQ(diag.negative_token_counts, 1u);
+  EXPECT_EQ(diag.out_of_range_slots, 1u);  // nothing is real at n <= 0
+}
+
+}  // namespace
+}  // namespace cachestore::test

@@ -1,0 +1,35 @@
+// The engines' bf16 store today, unguarded: cache.view(-1, D)[loc.long()] = k. One 16-byte
+// vector per thread; a negative slot wraps to the end of the cache as a Python index does.
+// The padded-replay test uses it as the control that proves the test sees the production bug;
+// bench_store uses it as the baseline.
+#pragma once
+
+#include <cstdint>
+
+namespace cachestore::test {
+
+template <typename SlotT>
+__global__ void naive_scatter_kernel(const uint4* __restrict__ k, const SlotT* __restrict__ slots,
+                                     uint4* __restrict__ cache, int64_t num_tokens,
+                                     int32_t vecs_per_row, int64_t num_slots) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= num_tokens * vecs_per_row) return;
+  const int64_t row = i / vecs_per_row, vec = i % vecs_per_row;
+  int64_t slot = slots[row];
+  if (slot < 0) slot += num_slots;
+  cache[slot * vecs_per_row + vec] = k[i];
+}
+
+template <typename SlotT>
+inline cudaError_t naive_scatter(const void* k, const SlotT* slots, void* cache,
+                                 int64_t num_tokens, int32_t head_dim, int64_t num_slots,
+                                 cudaStream_t stream) {
+  const int32_t vecs = head_dim / 8;
+  const int64_t threads = num_tokens * vecs;
+  if (threads == 0) return cudaSuccess;
+  naive_scatter_kernel<SlotT><<<static_cast<unsigned>((threads + 255) / 256), 256, 0, stream>>>(
+      static_cast<const uint4*>(k), slots, static_cast<uint4*>(cache), num_tokens, vecs, num_slots);
+  return cudaGetLastError();
+}
+
+}  // namespace cachestore::test

@@ -1,0 +1,156 @@
+#include "reference.h"
+
+#include <cstring>
+
+#include "cachestore/layout.h"
+#include "conversions.h"
+#include "detail/guard.h"
+#include "detail/scale_rules.h"
+
+namespace cachestore::reference {
+namespace {
+
+using detail::bf16_bits_to_float;
+
+int64_t slot_at(const SlotMapping& slots, int64_t row) {
+  return slots.type == SlotType::kInt32 ? static_cast<const int32_t*>(slots.data)[row]
+                                        : static_cast<const int64_t*>(slots.data)[row];
+}
+
+// Runs `store(row, slot)` for every row the guard admits, and counts the diagnostics.
+template <typename StoreRow>
+void for_each_stored_row(const Batch& batch, const SlotMapping& slots, int64_t capacity,
+                         StoreRow&& store) {
+  int64_t n = batch.num_tokens;
+  if (batch.num_tokens_non_padded != nullptr) {
+    const int32_t raw = *batch.num_tokens_non_padded;
+    if (raw < 0 && batch.diagnostics != nullptr) ++batch.diagnostics->negative_token_counts;
+    n = detail::clamp_token_count(raw, batch.num_tokens);
+  }
+  for (int64_t row = 0; row < batch.num_tokens; ++row) {
+    const int64_t slot = slot_at(slots, row);
+    switch (detail::classify_row(row, n, slot, slots.reserved_slot, capacity)) {
+      case detail::RowVerdict::kStore: store(row, slot); break;
+      case detail::RowVerdict::kOutOfRange:
+        if (batch.diagnostics != nullptr) ++batch.diagnostics->out_of_range_slots;
+        break;
+      case detail::RowVerdict::kSkip: break;
+    }
+  }
+}
+
+float block_amax(const uint16_t* values, int count) {
+  float amax = 0.0f;
+  for (int i = 0; i < count; ++i) amax = detail::amax_fold(amax, bf16_bits_to_float(values[i]));
+  return amax;
+}
+
+const uint16_t* row_ptr(const void* base, int64_t row, int64_t stride) {
+  return static_cast<const uint16_t*>(base) + row * stride;
+}
+
+}  // namespace
+
+void quantize_index_k_row(const uint16_t* k, int32_t head_dim, ScaleRule rule, uint8_t* data,
+                          float* scales) {
+  for (int32_t b = 0; b < head_dim / layout::kQuantBlock; ++b) {
+    const uint16_t* block = k + b * layout::kQuantBlock;
+    const float base = detail::index_k_scale_base(block_amax(block, layout::kQuantBlock));
+    const float scale =
+        rule == ScaleRule::kPow2 ? detail::ue8m0_to_float(ue8m0_from_float_rp_satfinite(base))
+                                 : base;
+    for (int i = 0; i < layout::kQuantBlock; ++i)
+      data[b * layout::kQuantBlock + i] = e4m3_from_float(bf16_bits_to_float(block[i]) / scale);
+    scales[b] = scale;
+  }
+}
+
+void quantize_v4_row(const uint16_t* nope, const uint16_t* rope, uint8_t* data_row,
+                     uint8_t* scale_row) {
+  for (int t = 0; t < layout::kV4NumTiles; ++t) {
+    const uint16_t* tile = nope + t * layout::kV4TileSize;
+    const uint8_t e8 = ue8m0_from_float_rp_satfinite(
+        detail::v4_scale_base(block_amax(tile, layout::kV4TileSize)));
+    const float inv = detail::ue8m0_reciprocal(e8);
+    for (int i = 0; i < layout::kV4TileSize; ++i)
+      data_row[t * layout::kV4TileSize + i] = e4m3_from_float(bf16_bits_to_float(tile[i]) * inv);
+    scale_row[t] = e8;
+  }
+  scale_row[layout::kV4NumTiles] = 0;
+  std::memcpy(data_row + layout::kV4NopeDim, rope, 2 * layout::kRopeDim);
+}
+
+void quantize_v32_row(const uint16_t* nope, const uint16_t* rope, ScaleRule rule,
+                      uint8_t* record) {
+  for (int t = 0; t < layout::kV32NumTiles; ++t) {
+    const uint16_t* tile = nope + t * layout::kV32TileSize;
+    const float amax = block_amax(tile, layout::kV32TileSize);
+    const float scale = rule == ScaleRule::kPow2
+                            ? detail::ue8m0_to_float(ue8m0_from_float_rp_satfinite(
+                                  detail::v32_pow2_scale_base(amax)))
+                            : detail::v32_amax_scale(amax);
+    for (int i = 0; i < layout::kV32TileSize; ++i)
+      record[t * layout::kV32TileSize + i] = e4m3_from_float(bf16_bits_to_float(tile[i]) / scale);
+    std::memcpy(record + layout::kV32ScalesOffset + 4 * t, &scale, 4);
+  }
+  std::memcpy(record + layout::kV32RopeOffset, rope, 2 * layout::kRopeDim);
+}
+
+void store_index_k_bf16(const IndexKBf16Params& p) {
+  for_each_stored_row(p.batch, p.slots, p.num_slots, [&](int64_t row, int64_t slot) {
+    std::memcpy(static_cast<uint16_t*>(p.cache) + slot * p.cache_row_stride,
+                row_ptr(p.k, row, p.k_row_stride), 2 * static_cast<size_t>(p.head_dim));
+  });
+}
+
+namespace {
+void store_index_k_fp8_rows(const Batch& batch, const SlotMapping& slots, const void* k,
+                            int64_t k_row_stride, const IndexKFp8Cache& c) {
+  auto* base = static_cast<uint8_t*>(c.data);
+  for_each_stored_row(batch, slots, c.num_pages * c.page_size, [&](int64_t row, int64_t slot) {
+    const int64_t page = slot / c.page_size, in_page = slot % c.page_size;
+    float scales[layout::kMaxIndexKHeadDim / layout::kQuantBlock];
+    quantize_index_k_row(row_ptr(k, row, k_row_stride), c.head_dim, c.scale_rule,
+                         base + layout::index_k_fp8_data_offset(page, in_page,
+                                                                c.page_stride_bytes, c.head_dim),
+                         scales);
+    std::memcpy(base + layout::index_k_fp8_scale_offset(page, in_page, c.page_size,
+                                                        c.page_stride_bytes, c.head_dim),
+                scales, 4 * static_cast<size_t>(c.head_dim / layout::kQuantBlock));
+  });
+}
+}  // namespace
+
+void store_index_k_fp8(const IndexKFp8Params& p) {
+  store_index_k_fp8_rows(p.batch, p.slots, p.k, p.k_row_stride, p.cache);
+}
+
+void fused_store_cache(const FusedStoreParams& p) {
+  const MlaCache& c = p.kv_cache;
+  auto* base = static_cast<uint8_t*>(c.data);
+  for_each_stored_row(p.batch, p.kv_slots, c.num_pages * c.page_size,
+                      [&](int64_t row, int64_t slot) {
+    const int64_t page = slot / c.page_size, in_page = slot % c.page_size;
+    const uint16_t* nope = row_ptr(p.nope, row, p.nope_row_stride);
+    const uint16_t* rope = row_ptr(p.rope, row, p.rope_row_stride);
+    if (c.layout == MlaLayout::kV4) {
+      quantize_v4_row(nope, rope, base + layout::v4_data_offset(page, in_page, c.page_stride_bytes),
+                      base + layout::v4_scale_offset(page, in_page, c.page_size,
+                                                     c.page_stride_bytes));
+    } else {
+      quantize_v32_row(nope, rope, c.scale_rule,
+                       base + layout::v32_record_offset(page, in_page, c.page_stride_bytes));
+    }
+  });
+  if (p.index_k == nullptr) return;
+  // The index-K shares the count but not the diagnostics of a negative count: that is one
+  // fault of the launch, counted once.
+  Batch index_batch = p.batch;
+  int32_t clamped_n = 0;
+  if (index_batch.num_tokens_non_padded != nullptr && *index_batch.num_tokens_non_padded < 0)
+    index_batch.num_tokens_non_padded = &clamped_n;
+  store_index_k_fp8_rows(index_batch, p.index_slots, p.index_k, p.index_k_row_stride,
+                         p.index_cache);
+}
+
+}  // namespace cachestore::reference

@@ -1,0 +1,23 @@
+// Host references of every store: plain C++, the contract of DESIGN.md, the library's own
+// params structs with every pointer a host pointer (num_tokens_non_padded and diagnostics
+// included). Used by the tests and the benchmark's verification.
+#pragma once
+
+#include "cachestore/cachestore.h"
+
+namespace cachestore::reference {
+
+void store_index_k_bf16(const IndexKBf16Params& params);
+void store_index_k_fp8(const IndexKFp8Params& params);
+void fused_store_cache(const FusedStoreParams& params);
+
+// One token's 132-byte-layout record pieces: D e4m3 bytes and D/128 fp32 scales.
+void quantize_index_k_row(const uint16_t* k, int32_t head_dim, ScaleRule rule, uint8_t* data,
+                          float* scales);
+// V4: 576-byte data row and 8-byte scale row. V3.2: the 656-byte record.
+void quantize_v4_row(const uint16_t* nope, const uint16_t* rope, uint8_t* data_row,
+                     uint8_t* scale_row);
+void quantize_v32_row(const uint16_t* nope, const uint16_t* rope, ScaleRule rule,
+                      uint8_t* record);
+
+}  // namespace cachestore::reference

@@ -1,0 +1,266 @@
+// StoreCase: one entry point with its buffers on both sides, for the sweeps, the guard tests,
+// the padded-replay graphs and the PDL test. The same params struct is built twice, once with
+// device pointers for the library and once with host pointers for the reference.
+#pragma once
+
+#include <optional>
+
+#include "cachestore/layout.h"
+#include "gpu_support.cuh"
+#include "reference/reference.h"
+
+namespace cachestore::test {
+
+enum class StoreKind {
+  kIndexKBf16,
+  kIndexKFp8Amax,
+  kIndexKFp8Pow2,
+  kV4,
+  kV32Pow2,
+  kV32Amax,
+  kFusedV4Index,
+  kFusedV32Index,
+};
+
+inline const char* store_kind_name(StoreKind kind) {
+  switch (kind) {
+    case StoreKind::kIndexKBf16: return "IndexKBf16";
+    case StoreKind::kIndexKFp8Amax: return "IndexKFp8Amax";
+    case StoreKind::kIndexKFp8Pow2: return "IndexKFp8Pow2";
+    case StoreKind::kV4: return "V4";
+    case StoreKind::kV32Pow2: return "V32Pow2";
+    case StoreKind::kV32Amax: return "V32Amax";
+    case StoreKind::kFusedV4Index: return "FusedV4Index";
+    case StoreKind::kFusedV32Index: return "FusedV32Index";
+  }
+  return "?";
+}
+
+inline void PrintTo(StoreKind kind, std::ostream* os) { *os << store_kind_name(kind); }
+
+inline bool is_index_only(StoreKind k) {
+  return k == StoreKind::kIndexKBf16 || k == StoreKind::kIndexKFp8Amax ||
+         k == StoreKind::kIndexKFp8Pow2;
+}
+inline bool has_fused_index(StoreKind k) {
+  return k == StoreKind::kFusedV4Index || k == StoreKind::kFusedV32Index;
+}
+
+struct CaseShape {
+  int64_t num_tokens = 64;
+  int32_t page_size = 64;
+  int32_t head_dim = 128;        // index-K (bf16 or fp8)
+  bool strided = false;          // inputs and (bf16) cache rows with padding; padded pages
+  SlotType slot_type = SlotType::kInt64;
+  int64_t reserved_slot = kNoReservedSlot;
+  bool count_on_device = true;   // false: num_tokens_non_padded = nullptr
+  bool shared_slots = false;     // fused: index_slots is the kv_slots array
+};
+
+class StoreCase {
+ public:
+  StoreCase(StoreKind kind, const CaseShape& shape) : kind_(kind), shape_(shape) {
+    const int64_t b = shape.num_tokens;
+    const int32_t p = shape.page_size;
+    const int64_t pages = (b + 24) / p + 2;  // room for distinct slots plus the reserved one
+    capacity_ = pages * p;
+    const int64_t pad = shape.strided ? 24 : 0;  // elements; keeps 16-byte alignment
+    const int64_t page_pad = shape.strided ? 48 : 0;
+
+    if (kind == StoreKind::kIndexKBf16) {
+      k_stride_ = shape.head_dim + pad;
+      cache_stride_ = shape.head_dim + pad;
+      k_ = &sc_.input(std::vector<uint8_t>(2 * b * k_stride_));
+      cache_ = &sc_.output(2 * capacity_ * cache_stride_, kPoison, "bf16 cache");
+    } else if (is_index_only(kind)) {
+      k_stride_ = shape.head_dim + pad;
+      k_ = &sc_.input(std::vector<uint8_t>(2 * b * k_stride_));
+      index_stride_ = layout::index_k_fp8_min_page_stride(p, shape.head_dim) + page_pad;
+      cache_ = &sc_.output(pages * index_stride_, kPoison, "index-K fp8 cache");
+    } else {
+      const bool v4 = kind == StoreKind::kV4 || kind == StoreKind::kFusedV4Index;
+      nope_dim_ = v4 ? layout::kV4NopeDim : layout::kV32NopeDim;
+      nope_stride_ = nope_dim_ + pad;
+      rope_stride_ = layout::kRopeDim + pad;
+      nope_ = &sc_.input(std::vector<uint8_t>(2 * b * nope_stride_));
+      rope_ = &sc_.input(std::vector<uint8_t>(2 * b * rope_stride_));
+      kv_stride_ = (v4 ? layout::v4_min_page_stride(p) : layout::v32_min_page_stride(p)) + page_pad;
+      cache_ = &sc_.output(pages * kv_stride_, kPoison, "MLA cache");
+      if (has_fused_index(kind)) {
+        k_stride_ = shape.head_dim + pad;
+        k_ = &sc_.input(std::vector<uint8_t>(2 * b * k_stride_));
+        index_stride_ = layout::index_k_fp8_min_page_stride(p, shape.head_dim) + page_pad;
+        index_cache_ = &sc_.output(pages * index_stride_, kPoison, "fused index-K cache");
+        if (!shape.shared_slots)
+          index_slots_ = &sc_.input(std::vector<uint8_t>(8 * b));
+      }
+    }
+    pages_ = pages;
+    slots_ = &sc_.input(std::vector<uint8_t>(8 * b));
+    if (shape.count_on_device) n_ = &sc_.input(std::vector<uint8_t>(4));
+    diagnostics_ = &sc_.output(sizeof(Diagnostics), 0, "diagnostics");
+  }
+
+  StoreKind kind() const { return kind_; }
+  const CaseShape& shape() const { return shape_; }
+  int64_t capacity() const { return capacity_; }
+
+  // Fresh inputs: rows < real_rows random (a few with a NaN, +Inf or -Inf among their values),
+  // the padding rows NaN garbage.
+  void randomize_inputs(std::mt19937_64& rng, int64_t real_rows) {
+    const uint16_t specials[3] = {0x7fc0, 0x7f80, 0xff80};
+    for (auto [m, stride] : {std::pair{k_, k_stride_}, std::pair{nope_, nope_stride_},
+                             std::pair{rope_, rope_stride_}}) {
+      if (m == nullptr) continue;
+      const int64_t rows = shape_.num_tokens;
+      std::vector<uint16_t> v = random_bf16_rows(rng, rows, stride);
+      for (int64_t r = 0; r < rows; ++r) {
+        if (r >= real_rows) fill_bf16_garbage(v.data() + r * stride, stride, rng);
+        else if (r % 13 == 5) v[r * stride + rng() % 64] = specials[rng() % 3];
+      }
+      m->host = as_bytes(v);
+    }
+  }
+  void set_count(int32_t n) {
+    if (n_ != nullptr) n_->host = as_bytes(std::vector<int32_t>{n});
+  }
+  void set_slots(const std::vector<int64_t>& slots) {
+    slots_->host = slots_as_bytes(slots, shape_.slot_type);
+  }
+  void set_index_slots(const std::vector<int64_t>& slots) {
+    if (index_slots_ != nullptr) index_slots_->host = slots_as_bytes(slots, shape_.slot_type);
+  }
+  void upload_inputs() { sc_.upload_inputs(); }
+
+  Status run_device(cudaStream_t stream, LaunchOptions launch = {}) {
+    return dispatch(Side::kDevice, stream, launch);
+  }
+  void run_reference() { dispatch(Side::kHost, nullptr, {}); }
+  ::testing::AssertionResult outputs_match() const { return sc_.outputs_match(); }
+  Mirror& cache() { return *cache_; }
+  const uint8_t* k_host() const { return k_->host.data(); }
+  // The bf16 inputs with their row strides (elements), for kernels that produce them in place.
+  std::vector<std::pair<Mirror*, int64_t>> bf16_inputs() {
+    std::vector<std::pair<Mirror*, int64_t>> out;
+    for (auto [m, stride] : {std::pair{k_, k_stride_}, std::pair{nope_, nope_stride_},
+                             std::pair{rope_, rope_stride_}})
+      if (m != nullptr) out.emplace_back(m, stride);
+    return out;
+  }
+  Mirror* slots_mirror() { return slots_; }
+  Mirror* index_slots_mirror() { return index_slots_; }
+  Mirror* count_mirror() { return n_; }
+  Mirror* index_cache() { return index_cache_; }
+  Diagnostics device_diagnostics() const {
+    Diagnostics d{};
+    const auto bytes = diagnostics_->download();
+    std::memcpy(&d, bytes.data(), sizeof d);
+    return d;
+  }
+
+ private:
+  static void* ptr(Mirror* m, Side side) { return m == nullptr ? nullptr : m->ptr(side); }
+
+  Status dispatch(Side side, cudaStream_t stream, LaunchOptions launch) {
+    Batch batch{shape_.num_tokens, static_cast<const int32_t*>(ptr(n_, side)),
+                static_cast<Diagnostics*>(ptr(diagnostics_, side))};
+    SlotMapping slots{ptr(slots_, side), shape_.slot_type, shape_.reserved_slot};
+    const ScaleRule index_rule =
+        kind_ == StoreKind::kIndexKFp8Pow2 ? ScaleRule::kPow2 : ScaleRule::kAmax;
+    IndexKFp8Cache index_cache{nullptr, pages_, shape_.page_size, index_stride_, shape_.head_dim,
+                               index_rule};
+    switch (kind_) {
+      case StoreKind::kIndexKBf16: {
+        IndexKBf16Params p;
+        p.batch = batch;
+        p.slots = slots;
+        p.k = ptr(k_, side);
+        p.k_row_stride = k_stride_;
+        p.cache = ptr(cache_, side);
+        p.cache_row_stride = cache_stride_;
+        p.num_slots = capacity_;
+        p.head_dim = shape_.head_dim;
+        p.launch = launch;
+        if (side == Side::kHost) return reference::store_index_k_bf16(p), Status::kSuccess;
+        return store_index_k_bf16(p, stream);
+      }
+      case StoreKind::kIndexKFp8Amax:
+      case StoreKind::kIndexKFp8Pow2: {
+        IndexKFp8Params p;
+        p.batch = batch;
+        p.slots = slots;
+        p.k = ptr(k_, side);
+        p.k_row_stride = k_stride_;
+        p.cache = index_cache;
+        p.cache.data = ptr(cache_, side);
+        p.launch = launch;
+        if (side == Side::kHost) return reference::store_index_k_fp8(p), Status::kSuccess;
+        return store_index_k_fp8(p, stream);
+      }
+      default: {
+        FusedStoreParams p;
+        p.batch = batch;
+        p.kv_slots = slots;
+        p.nope = ptr(nope_, side);
+        p.nope_row_stride = nope_stride_;
+        p.rope = ptr(rope_, side);
+        p.rope_row_stride = rope_stride_;
+        const bool v4 = kind_ == StoreKind::kV4 || kind_ == StoreKind::kFusedV4Index;
+        p.kv_cache.layout = v4 ? MlaLayout::kV4 : MlaLayout::kV32;
+        p.kv_cache.data = ptr(cache_, side);
+        p.kv_cache.num_pages = pages_;
+        p.kv_cache.page_size = shape_.page_size;
+        p.kv_cache.page_stride_bytes = kv_stride_;
+        p.kv_cache.scale_rule = kind_ == StoreKind::kV32Amax ? ScaleRule::kAmax : ScaleRule::kPow2;
+        if (has_fused_index(kind_)) {
+          p.index_k = ptr(k_, side);
+          p.index_k_row_stride = k_stride_;
+          p.index_slots = shape_.shared_slots
+                              ? slots
+                              : SlotMapping{ptr(index_slots_, side), shape_.slot_type,
+                                            shape_.reserved_slot};
+          p.index_cache = index_cache;
+          p.index_cache.data = ptr(index_cache_, side);
+        }
+        p.launch = launch;
+        if (side == Side::kHost) return reference::fused_store_cache(p), Status::kSuccess;
+        return fused_store_cache(p, stream);
+      }
+    }
+  }
+
+  StoreKind kind_;
+  CaseShape shape_;
+  Scenario sc_;
+  int64_t capacity_ = 0, pages_ = 0;
+  int64_t k_stride_ = 0, cache_stride_ = 0, nope_stride_ = 0, rope_stride_ = 0;
+  int64_t nope_dim_ = 0, kv_stride_ = 0, index_stride_ = 0;
+  Mirror *k_ = nullptr, *nope_ = nullptr, *rope_ = nullptr, *slots_ = nullptr;
+  Mirror *index_slots_ = nullptr, *n_ = nullptr, *cache_ = nullptr, *index_cache_ = nullptr;
+  Mirror* diagnostics_ = nullptr;
+};
+
+// Slots of one step: real rows (< n) get distinct slots, with a few -1, reserved and
+// past-capacity ones when `faults`; padding rows get 0, a real row's slot, -1 or noise.
+inline std::vector<int64_t> step_slots(std::mt19937_64& rng, int64_t num_tokens, int64_t n,
+                                       int64_t capacity, int64_t reserved, bool faults) {
+  std::vector<int64_t> slots = distinct_slots(rng, num_tokens, capacity, reserved);
+  const int64_t real = std::clamp<int64_t>(n, 0, num_tokens);
+  std::uniform_int_distribution<int> pick(0, 15);
+  for (int64_t i = 0; i < num_tokens; ++i) {
+    const int r = pick(rng);
+    if (i < real) {
+      if (!faults) continue;
+      if (r == 0) slots[i] = -1;
+      else if (r == 1 && reserved >= 0) slots[i] = reserved;
+      else if (r == 2) slots[i] = capacity + static_cast<int64_t>(rng() % 1000);
+    } else {
+      const int64_t stale = real > 0 ? slots[rng() % real] : 0;
+      const int64_t choices[4] = {0, stale, -1, static_cast<int64_t>(rng() % (2 * capacity))};
+      slots[i] = choices[r % 4];
+    }
+  }
+  return slots;
+}
+
+}  // namespace cachestore::test
