@@ -174,8 +174,13 @@ TEST_P(GuardTest, EachSlotRuleAlone) {
   EXPECT_EQ(d.negative_token_counts, 0u);
 }
 
-TEST_P(GuardTest, FusedIndexSlotMinusOneStoresKvOnly) {
-  if (!has_fused_index(GetParam())) GTEST_SKIP() << "fused stores only";
+class FusedGuardTest : public StoreTest, public ::testing::WithParamInterface<StoreKind> {};
+
+INSTANTIATE_TEST_SUITE_P(FusedStores, FusedGuardTest,
+                         ::testing::Values(StoreKind::kFusedV4Index, StoreKind::kFusedV32Index),
+                         [](const auto& info) { return store_kind_name(info.param); });
+
+TEST_P(FusedGuardTest, IndexSlotMinusOneStoresKvOnly) {
   CaseShape shape;
   shape.num_tokens = 16;
   shape.page_size = 4;
@@ -197,8 +202,7 @@ TEST_P(GuardTest, FusedIndexSlotMinusOneStoresKvOnly) {
   EXPECT_NE(c.index_cache()->download(), index_before);
 }
 
-TEST_P(GuardTest, FusedSharedSlotArray) {
-  if (!has_fused_index(GetParam())) GTEST_SKIP() << "fused stores only";
+TEST_P(FusedGuardTest, SharedSlotArray) {
   CaseShape shape;
   shape.num_tokens = 48;
   shape.page_size = 16;

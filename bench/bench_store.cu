@@ -1,0 +1,426 @@
+// bench_store: every cachestore store against the baselines an engine has today, in one run.
+//
+// Timing (named in every row): "graph" = a CUDA graph of 32 back-to-back nodes of the same
+// store (each node on its own input set when inputs rotate), replays timed with CUDA events,
+// per-node time = replay time / 32 (what an engine's decode graph pays); "stream" = events
+// around 100 launches in a stream, per launch. Each row is the median of its samples.
+// Caches are >= 4x the L2; inputs rotate for n >= 16384 so the L2 does not serve them; slots
+// are "decode" (random distinct slots) or "prefill" (whole pages in random order, n >= 4096).
+// Counters: us (median per store), GBps (decimal, explicit byte model: input + slots read,
+// records written), pct_copy (of the same-run device-to-device copy bandwidth), x_baseline
+// (time over the same-run baseline's time: naive bf16 scatter, naive fp8 composition, or the
+// two separate stores a fused store replaces).
+#include <benchmark/benchmark.h>
+#include <thrust/device_vector.h>
+#include <thrust/random.h>
+#include <thrust/sequence.h>
+#include <thrust/shuffle.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cachestore/cachestore.h"
+#include "cachestore/layout.h"
+#include "naive_fp8.cuh"
+#include "naive_scatter.cuh"
+
+namespace cachestore::bench {
+namespace {
+
+#define BENCH_CUDA(expr)                                                                 \
+  do {                                                                                   \
+    const cudaError_t e_ = (expr);                                                       \
+    if (e_ != cudaSuccess) {                                                             \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+enum class Op {
+  kNaiveBf16, kNaiveFp8, kCopy, kSeparateV4Index, kSeparateV32Index,  // baselines first
+  kBf16, kFp8Amax, kFp8Pow2, kV4, kV32, kFusedV4Index, kFusedV32Index,
+};
+enum class Mode { kGraph, kStream };
+enum class Slots { kDecode, kPrefill };
+
+struct OpInfo {
+  Op op;
+  const char* name;
+  int64_t bytes_per_row;  // input + slot read, record written
+  int64_t input_width;    // bf16 elements per row of the main input
+  bool index_input;       // plus a [n, 128] index-K input
+  std::optional<Op> baseline;
+  bool pdl_capable;
+};
+
+const OpInfo kOps[] = {
+    {Op::kNaiveBf16, "naive_bf16_scatter", 520, 128, false, std::nullopt, false},
+    {Op::kNaiveFp8, "naive_fp8_composition", 396, 128, false, std::nullopt, false},
+    {Op::kCopy, "d2d_copy", 512, 128, false, std::nullopt, false},
+    {Op::kSeparateV4Index, "separate_v4_plus_index", 2004, 512, true, std::nullopt, true},
+    {Op::kSeparateV32Index, "separate_v32_plus_index", 2204, 576, true, std::nullopt, true},
+    {Op::kBf16, "index_k_bf16", 520, 128, false, Op::kNaiveBf16, true},
+    {Op::kFp8Amax, "index_k_fp8_amax", 396, 128, false, Op::kNaiveFp8, true},
+    {Op::kFp8Pow2, "index_k_fp8_pow2", 396, 128, false, Op::kNaiveFp8, true},
+    {Op::kV4, "mla_v4", 1616, 512, false, std::nullopt, true},
+    {Op::kV32, "mla_v32", 1816, 576, false, std::nullopt, true},
+    {Op::kFusedV4Index, "fused_v4_index", 2004, 512, true, Op::kSeparateV4Index, true},
+    {Op::kFusedV32Index, "fused_v32_index", 2204, 576, true, Op::kSeparateV32Index, true},
+};
+
+constexpr int kNodesPerGraph = 32;
+constexpr int kStreamLaunches = 100;
+constexpr int32_t kPage = 64;
+constexpr int64_t kMaxRows = 262144;
+
+// Device buffers shared by all rows, allocated once.
+struct Pool {
+  int64_t l2_bytes = 0;
+  double copy_gbps = 0;
+  thrust::device_vector<uint16_t> input;     // random bf16, never zero
+  thrust::device_vector<int64_t> slots;
+  thrust::device_vector<uint8_t> bf16_cache, fp8_cache, v4_cache, v32_cache, copy_dst;
+  thrust::device_vector<float> naive_scale;
+  thrust::device_vector<uint8_t> naive_q;
+  thrust::device_vector<int32_t> count;
+  int64_t bf16_slots = 0, fp8_pages = 0, mla_pages = 0;
+};
+Pool* g_pool = nullptr;
+std::map<std::tuple<Op, Mode, Slots, int64_t>, double> g_baseline_us;
+
+__global__ void fill_random_bf16(uint16_t* out, int64_t count, uint32_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 0x9e3779b1u ^ seed;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    out[i] = static_cast<uint16_t>(((h & 1u) << 15) | ((119u + (h >> 1) % 16u) << 7) | ((h >> 8) & 0x7fu));
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void init_pool() {
+  g_pool = new Pool;
+  Pool& p = *g_pool;
+  int device = 0, l2 = 0;
+  BENCH_CUDA(cudaGetDevice(&device));
+  BENCH_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  p.l2_bytes = l2;
+  p.input.resize(size_t{640} << 20);  // 1.25 GiB of bf16
+  fill_random_bf16<<<4096, 256>>>(thrust::raw_pointer_cast(p.input.data()),
+                                  static_cast<int64_t>(p.input.size()), 2026u);
+  BENCH_CUDA(cudaGetLastError());
+  p.slots.resize(size_t{4} << 20);
+  // Caches of >= 4x the L2 (and >= 4x the largest n in slots), poisoned once.
+  p.bf16_slots = int64_t{1} << 21;
+  p.fp8_pages = (int64_t{1} << 21) / kPage;
+  p.mla_pages = (int64_t{1} << 20) / kPage;
+  p.bf16_cache.assign(p.bf16_slots * 256, 0xab);
+  p.fp8_cache.assign(p.fp8_pages * layout::index_k_fp8_min_page_stride(kPage, 128), 0xab);
+  p.v4_cache.assign(p.mla_pages * layout::v4_min_page_stride(kPage), 0xab);
+  p.v32_cache.assign(p.mla_pages * layout::v32_min_page_stride(kPage), 0xab);
+  p.copy_dst.resize(size_t{600} << 20);
+  p.naive_scale.resize(kMaxRows);
+  p.naive_q.resize(kMaxRows * 128);
+  p.count.assign(1, 0);
+
+  // The ceiling of this run: a large device-to-device copy, bytes read + written.
+  const size_t bytes = size_t{512} << 20;
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  std::vector<double> samples;
+  for (int i = 0; i < 12; ++i) {
+    BENCH_CUDA(cudaEventRecord(start));
+    BENCH_CUDA(cudaMemcpyAsync(thrust::raw_pointer_cast(p.copy_dst.data()),
+                               thrust::raw_pointer_cast(p.input.data()), bytes,
+                               cudaMemcpyDeviceToDevice));
+    BENCH_CUDA(cudaEventRecord(stop));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    if (i >= 2) samples.push_back(ms);
+  }
+  p.copy_gbps = 2.0 * bytes / (median(samples) * 1e-3) / 1e9;
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+}
+
+// Slots for `sets` input sets of n rows each: decode = distinct random slots of the cache;
+// prefill = whole pages in random order, consecutive slots within a page.
+void make_slots(Slots pattern, int64_t n, int sets, int64_t capacity, uint32_t seed) {
+  thrust::device_vector<int64_t> order(capacity / (pattern == Slots::kPrefill ? kPage : 1));
+  thrust::sequence(order.begin(), order.end());
+  thrust::default_random_engine rng(seed);
+  thrust::shuffle(order.begin(), order.end(), rng);
+  int64_t* out = thrust::raw_pointer_cast(g_pool->slots.data());
+  const int64_t* src = thrust::raw_pointer_cast(order.data());
+  const int64_t total = n * sets, count = static_cast<int64_t>(order.size());
+  const bool prefill = pattern == Slots::kPrefill;
+  thrust::for_each(thrust::counting_iterator<int64_t>(0), thrust::counting_iterator<int64_t>(total),
+                   [=] __device__(int64_t i) {
+                     const int64_t set = i / n, row = i % n;
+                     // each set starts its own run of pages/slots so sets do not overlap
+                     out[i] = prefill ? src[(set * ((n + kPage - 1) / kPage) + row / kPage) % count] * kPage + row % kPage
+                                      : src[i % count];
+                   });
+  BENCH_CUDA(cudaGetLastError());
+}
+
+struct Row {
+  const OpInfo* op;
+  Mode mode;
+  bool pdl;
+  Slots slots;
+  int64_t n;
+};
+
+// Issues one store (or baseline) on input set `set`.
+Status issue(const Row& r, int set, int64_t set_elems, cudaStream_t stream) {
+  Pool& p = *g_pool;
+  const int64_t n = r.n;
+  const uint16_t* in = thrust::raw_pointer_cast(p.input.data()) + set * set_elems;
+  const uint16_t* index_in = in + n * r.op->input_width;
+  const int64_t* slots = thrust::raw_pointer_cast(p.slots.data()) + set * n;
+  const int32_t* count = thrust::raw_pointer_cast(p.count.data());
+  const Batch batch{n, count, nullptr};
+  const SlotMapping slot_map{slots, SlotType::kInt64};
+  const LaunchOptions launch{r.pdl};
+  const int64_t fp8_stride = layout::index_k_fp8_min_page_stride(kPage, 128);
+  IndexKFp8Cache fp8_cache{thrust::raw_pointer_cast(p.fp8_cache.data()), p.fp8_pages, kPage,
+                           fp8_stride, 128, ScaleRule::kAmax};
+  const bool v4 = r.op->op == Op::kV4 || r.op->op == Op::kFusedV4Index ||
+                  r.op->op == Op::kSeparateV4Index;
+  FusedStoreParams fused;
+  fused.batch = batch;
+  fused.kv_slots = slot_map;
+  fused.nope = in;
+  fused.nope_row_stride = r.op->input_width;
+  fused.rope = in + (v4 ? layout::kV4NopeDim : layout::kV32NopeDim);
+  fused.rope_row_stride = r.op->input_width;
+  fused.kv_cache = {v4 ? MlaLayout::kV4 : MlaLayout::kV32,
+                    thrust::raw_pointer_cast(v4 ? p.v4_cache.data() : p.v32_cache.data()),
+                    p.mla_pages, kPage,
+                    v4 ? layout::v4_min_page_stride(kPage) : layout::v32_min_page_stride(kPage),
+                    ScaleRule::kPow2};
+  fused.launch = launch;
+  IndexKFp8Params fp8;
+  fp8.batch = batch;
+  fp8.slots = slot_map;
+  fp8.k = r.op->index_input ? index_in : in;
+  fp8.k_row_stride = 128;
+  fp8.cache = fp8_cache;
+  fp8.launch = launch;
+
+  switch (r.op->op) {
+    case Op::kNaiveBf16:
+      return test::naive_scatter(in, slots, thrust::raw_pointer_cast(p.bf16_cache.data()), n, 128,
+                                 p.bf16_slots, stream) == cudaSuccess
+                 ? Status::kSuccess : Status::kErrorCudaRuntime;
+    case Op::kNaiveFp8:
+      return naive_fp8_store(in, slots, thrust::raw_pointer_cast(p.fp8_cache.data()), n, 6,
+                             fp8_stride, thrust::raw_pointer_cast(p.naive_scale.data()),
+                             thrust::raw_pointer_cast(p.naive_q.data()), stream) == cudaSuccess
+                 ? Status::kSuccess : Status::kErrorCudaRuntime;
+    case Op::kCopy:
+      return cudaMemcpyAsync(thrust::raw_pointer_cast(p.copy_dst.data()), in, n * 256,
+                             cudaMemcpyDeviceToDevice, stream) == cudaSuccess
+                 ? Status::kSuccess : Status::kErrorCudaRuntime;
+    case Op::kBf16: {
+      IndexKBf16Params b;
+      b.batch = batch;
+      b.slots = slot_map;
+      b.k = in;
+      b.k_row_stride = 128;
+      b.cache = thrust::raw_pointer_cast(p.bf16_cache.data());
+      b.cache_row_stride = 128;
+      b.num_slots = p.bf16_slots;
+      b.launch = launch;
+      return store_index_k_bf16(b, stream);
+    }
+    case Op::kFp8Amax:
+      return store_index_k_fp8(fp8, stream);
+    case Op::kFp8Pow2:
+      fp8.cache.scale_rule = ScaleRule::kPow2;
+      return store_index_k_fp8(fp8, stream);
+    case Op::kV4:
+    case Op::kV32:
+      return fused_store_cache(fused, stream);
+    case Op::kSeparateV4Index:
+    case Op::kSeparateV32Index: {
+      const Status s = fused_store_cache(fused, stream);
+      return s != Status::kSuccess ? s : store_index_k_fp8(fp8, stream);
+    }
+    case Op::kFusedV4Index:
+    case Op::kFusedV32Index:
+      fused.index_k = index_in;
+      fused.index_k_row_stride = 128;
+      fused.index_slots = slot_map;
+      fused.index_cache = fp8_cache;
+      return fused_store_cache(fused, stream);
+  }
+  return Status::kErrorInvalidArgument;
+}
+
+void run_row(benchmark::State& state, Row r) {
+  Pool& p = *g_pool;
+  const int64_t set_elems = r.n * (r.op->input_width + (r.op->index_input ? 128 : 0));
+  const int64_t set_bytes = 2 * set_elems;
+  // Rotate inputs (and their slots) for n >= 16384 so that >= 4x the L2 is read per round.
+  int sets = 1;
+  if (r.n >= 16384)
+    sets = static_cast<int>(std::clamp<int64_t>((4 * p.l2_bytes + set_bytes - 1) / set_bytes, 1,
+                                                kNodesPerGraph));
+  if (sets * set_elems > static_cast<int64_t>(p.input.size()) ||
+      sets * r.n > static_cast<int64_t>(p.slots.size())) {
+    state.SkipWithError("pool too small");
+    return;
+  }
+  const bool mla = r.op->input_width > 128;
+  const int64_t capacity = mla ? p.mla_pages * kPage : (r.op->op == Op::kNaiveBf16 || r.op->op == Op::kBf16 || r.op->op == Op::kCopy) ? p.bf16_slots : p.fp8_pages * kPage;
+  make_slots(r.slots, r.n, sets, capacity, static_cast<uint32_t>(r.n * 31 + sets));
+  const int32_t n32 = static_cast<int32_t>(r.n);
+  BENCH_CUDA(cudaMemcpy(thrust::raw_pointer_cast(p.count.data()), &n32, 4, cudaMemcpyHostToDevice));
+
+  cudaStream_t stream;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  std::vector<double> per_store_us;
+  bool failed = false;
+  auto issue_checked = [&](int node) {
+    const Status s = issue(r, node % sets, set_elems, stream);
+    if (s != Status::kSuccess) {
+      state.SkipWithError(last_error_message());
+      failed = true;
+    }
+  };
+
+  if (r.mode == Mode::kGraph) {
+    cudaGraph_t graph;
+    BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int node = 0; node < kNodesPerGraph && !failed; ++node) issue_checked(node);
+    BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+    if (failed) return;
+    cudaGraphExec_t exec;
+    BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    for (int i = 0; i < 3; ++i) BENCH_CUDA(cudaGraphLaunch(exec, stream));
+    for (int i = 0; i < 15; ++i) {
+      BENCH_CUDA(cudaEventRecord(start, stream));
+      BENCH_CUDA(cudaGraphLaunch(exec, stream));
+      BENCH_CUDA(cudaEventRecord(stop, stream));
+      BENCH_CUDA(cudaEventSynchronize(stop));
+      float ms = 0;
+      BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      per_store_us.push_back(ms * 1e3 / kNodesPerGraph);
+    }
+    BENCH_CUDA(cudaGraphExecDestroy(exec));
+    BENCH_CUDA(cudaGraphDestroy(graph));
+  } else {
+    for (int i = 0; i < 10 && !failed; ++i) issue_checked(i);
+    for (int s = 0; s < 7 && !failed; ++s) {
+      BENCH_CUDA(cudaEventRecord(start, stream));
+      for (int i = 0; i < kStreamLaunches && !failed; ++i) issue_checked(i);
+      BENCH_CUDA(cudaEventRecord(stop, stream));
+      BENCH_CUDA(cudaEventSynchronize(stop));
+      float ms = 0;
+      BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      per_store_us.push_back(ms * 1e3 / kStreamLaunches);
+    }
+  }
+  BENCH_CUDA(cudaGetLastError());
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  BENCH_CUDA(cudaStreamDestroy(stream));
+  if (failed) return;
+
+  const double us = median(per_store_us);
+  for (auto _ : state) state.SetIterationTime(us * 1e-6);
+  const double gbps = static_cast<double>(r.op->bytes_per_row) * r.n / (us * 1e-6) / 1e9;
+  state.counters["us"] = us;
+  state.counters["us_min"] = *std::min_element(per_store_us.begin(), per_store_us.end());
+  state.counters["GBps"] = gbps;
+  state.counters["pct_copy"] = 100.0 * gbps / p.copy_gbps;
+  state.counters["input_sets"] = sets;
+  if (!r.pdl) g_baseline_us[{r.op->op, r.mode, r.slots, r.n}] = us;
+  if (r.op->baseline) {
+    const auto it = g_baseline_us.find({*r.op->baseline, r.mode, r.slots, r.n});
+    if (it != g_baseline_us.end()) state.counters["x_baseline"] = us / it->second;
+  }
+}
+
+void register_rows() {
+  const int64_t sizes[] = {1, 8, 32, 128, 512, 4096, 16384, 65536, 262144};
+  for (const OpInfo& op : kOps)
+    for (Mode mode : {Mode::kGraph, Mode::kStream})
+      for (bool pdl : {false, true})
+        for (Slots slots : {Slots::kDecode, Slots::kPrefill})
+          for (int64_t n : sizes) {
+            if (pdl && !op.pdl_capable) continue;
+            if (slots == Slots::kPrefill && n < 4096) continue;
+            const std::string name = std::string("store=") + op.name +
+                                     "/mode=" + (mode == Mode::kGraph ? "graph" : "stream") +
+                                     "/pdl=" + (pdl ? "on" : "off") +
+                                     "/slots=" + (slots == Slots::kDecode ? "decode" : "prefill") +
+                                     "/n=" + std::to_string(n);
+            const Row row{&op, mode, pdl, slots, n};
+            benchmark::RegisterBenchmark(name.c_str(),
+                                         [row](benchmark::State& state) { run_row(state, row); })
+                ->UseManualTime()
+                ->Iterations(1)
+                ->Unit(benchmark::kMicrosecond);
+          }
+}
+
+}  // namespace
+}  // namespace cachestore::bench
+
+int main(int argc, char** argv) {
+  using namespace cachestore;
+  bool list_only = false;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]).rfind("--benchmark_list_tests", 0) == 0) list_only = true;
+  bench::register_rows();
+  benchmark::Initialize(&argc, argv);
+  if (!list_only) {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      std::fprintf(stderr, "bench_store: no CUDA device; it needs a GPU (--benchmark_list_tests works anywhere)\n");
+      return 1;
+    }
+    cudaDeviceProp prop;
+    BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+    int driver = 0, runtime = 0;
+    BENCH_CUDA(cudaDriverGetVersion(&driver));
+    BENCH_CUDA(cudaRuntimeGetVersion(&runtime));
+    DeviceInfo info;
+    if (query_device(0, &info) != Status::kSuccess) {
+      std::fprintf(stderr, "bench_store: %s\n", last_error_message());
+      return 1;
+    }
+    bench::init_pool();
+    benchmark::AddCustomContext("gpu", prop.name);
+    benchmark::AddCustomContext("compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor));
+    benchmark::AddCustomContext("driver", std::to_string(driver));
+    benchmark::AddCustomContext("cuda_runtime", std::to_string(runtime));
+    benchmark::AddCustomContext("build_arches", CACHESTORE_BUILD_ARCHES);
+    benchmark::AddCustomContext("kernel_variant", kernel_path_string(info.path));
+    benchmark::AddCustomContext("l2_bytes", std::to_string(bench::g_pool->l2_bytes));
+    benchmark::AddCustomContext("copy_GBps", std::to_string(bench::g_pool->copy_gbps));
+    benchmark::AddCustomContext("timing", "graph: 32-node CUDA graph replays / 32, median of 15; stream: 100 launches, median of 7; CUDA events");
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
