@@ -21,8 +21,10 @@ Status check_page_size(int32_t page_size, const char* name) {
   return Status::kSuccess;
 }
 
+// Page strides: a multiple of `stride_alignment` bytes; the data pointer 16-byte aligned.
 Status check_paged_cache(void* data, int64_t num_pages, int32_t page_size,
-                         int64_t page_stride_bytes, int64_t min_page_stride, const char* name) {
+                         int64_t page_stride_bytes, int64_t min_page_stride,
+                         int64_t stride_alignment, const char* name) {
   if (data == nullptr) return fail(Status::kErrorInvalidArgument, "%s.data is null", name);
   if (num_pages < 0)
     return fail(Status::kErrorInvalidArgument, "%s.num_pages = %lld: must be >= 0", name,
@@ -32,10 +34,12 @@ Status check_paged_cache(void* data, int64_t num_pages, int32_t page_size,
                 "%s.page_stride_bytes = %lld: the layout needs at least %lld for page_size %d",
                 name, static_cast<long long>(page_stride_bytes),
                 static_cast<long long>(min_page_stride), page_size);
-  if (!aligned16(data) || page_stride_bytes % 16 != 0)
+  if (!aligned16(data))
+    return fail(Status::kErrorMisalignedOperand, "%s.data must be 16-byte aligned", name);
+  if (page_stride_bytes % stride_alignment != 0)
     return fail(Status::kErrorMisalignedOperand,
-                "%s.data and %s.page_stride_bytes (%lld) must be multiples of 16 bytes", name,
-                name, static_cast<long long>(page_stride_bytes));
+                "%s.page_stride_bytes = %lld: must be a multiple of %lld bytes", name,
+                static_cast<long long>(page_stride_bytes), static_cast<long long>(stride_alignment));
   if (!product_fits(num_pages, page_stride_bytes))
     return fail(Status::kErrorCapacityOverflow,
                 "%s.num_pages * %s.page_stride_bytes overflows int64", name, name);
@@ -110,7 +114,8 @@ Status check_index_k_fp8_cache(const IndexKFp8Cache& cache, const char* name) {
                 static_cast<int>(cache.scale_rule));
   CACHESTORE_RETURN_IF_ERROR(check_page_size(cache.page_size, name));
   return check_paged_cache(cache.data, cache.num_pages, cache.page_size, cache.page_stride_bytes,
-                           layout::index_k_fp8_min_page_stride(cache.page_size, d), name);
+                           layout::index_k_fp8_min_page_stride(cache.page_size, d),
+                           /*stride_alignment=*/4, name);
 }
 
 Status check_mla_cache(const MlaCache& cache, const char* name) {
@@ -128,7 +133,7 @@ Status check_mla_cache(const MlaCache& cache, const char* name) {
                                  ? layout::v4_min_page_stride(cache.page_size)
                                  : layout::v32_min_page_stride(cache.page_size);
   return check_paged_cache(cache.data, cache.num_pages, cache.page_size, cache.page_stride_bytes,
-                           min_stride, name);
+                           min_stride, /*stride_alignment=*/16, name);
 }
 
 }  // namespace cachestore::detail

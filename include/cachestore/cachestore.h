@@ -102,7 +102,8 @@ struct IndexKFp8Cache {
   void* data = nullptr;           // device [num_pages, page_stride_bytes] uint8
   int64_t num_pages = 0;
   int32_t page_size = 64;         // P, a power of two in [1, 1024]
-  int64_t page_stride_bytes = 0;  // >= layout::index_k_fp8_min_page_stride(P, D), multiple of 16
+  int64_t page_stride_bytes = 0;  // >= layout::index_k_fp8_min_page_stride(P, D), multiple of 4
+                                  // (16-byte stores when a multiple of 16: every P >= 4)
   int32_t head_dim = 128;         // D, a multiple of 128, at most 512
   ScaleRule scale_rule = ScaleRule::kAmax;
 };

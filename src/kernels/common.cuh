@@ -2,8 +2,7 @@
 // guard with its diagnostics, 16-byte vectors of bf16 and their e4m3 encoding.
 #pragma once
 
-#include <cub/warp/warp_reduce.cuh>
-#include <cuda/functional>
+#include <cuda/ptx>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
@@ -103,14 +102,34 @@ __device__ __forceinline__ uint8_t ue8m0_round_up(float x) {
   return __nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundPosInf);
 }
 
-// Amax over the `kLanes` consecutive lanes that hold one quantization block. CUB masks the
-// shuffles to the logical warp, so groups of other rows in the warp may have exited already.
+// Amax over the `kLanes` consecutive lanes that hold one quantization block, returned to every
+// lane of the group (each lane scales its own values by it). cub::WarpReduce returns the
+// aggregate to the group's first lane only, which would cost a broadcast shuffle on top; this
+// butterfly needs log2(kLanes) shuffles, masked to the group, so groups of other rows in the
+// warp may have exited already.
 template <int kLanes>
 __device__ __forceinline__ float group_amax(float local) {
-  using Reduce = cub::WarpReduce<float, kLanes>;
-  // The shuffle specialisation (power-of-two lanes) keeps no state in TempStorage.
-  typename Reduce::TempStorage no_shared_state;
-  return Reduce(no_shared_state).Reduce(local, cuda::maximum<float>{});
+  static_assert(kLanes >= 2 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "power of two");
+  const unsigned group_mask =
+      kLanes == 32 ? 0xffffffffu : ((1u << kLanes) - 1u) << (cuda::ptx::get_sreg_laneid() & ~(kLanes - 1u));
+#pragma unroll
+  for (int offset = kLanes / 2; offset > 0; offset /= 2)
+    local = fmaxf(local, __shfl_xor_sync(group_mask, local, offset));
+  return local;
+}
+
+// 16 bytes to `p`: one vector store when p is 16-byte aligned, else four 4-byte stores (the
+// index-K pages of 1 or 2 slots are 132 or 264 bytes long, so their rows are 4-byte aligned).
+__device__ __forceinline__ void store_16_bytes(uint8_t* p, const uint4& v, bool aligned16) {
+  if (aligned16) {
+    store_vec(p, v);
+    return;
+  }
+  auto* w = reinterpret_cast<uint32_t*>(p);
+  w[0] = v.x;
+  w[1] = v.y;
+  w[2] = v.z;
+  w[3] = v.w;
 }
 
 }  // namespace cachestore::kernels

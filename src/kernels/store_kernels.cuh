@@ -56,8 +56,9 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
     scale = base;
     q = x.to_e4m3<true>(base);
   }
-  store_vec(a.cache.data + layout::index_k_fp8_data_offset(page, in_page, a.cache.page_stride,
-                                                           a.head_dim) + 16 * lane, q);
+  store_16_bytes(a.cache.data + layout::index_k_fp8_data_offset(page, in_page, a.cache.page_stride,
+                                                                a.head_dim) + 16 * lane,
+                 q, a.cache.page_stride % 16 == 0);
   if ((lane & 7) == 0) {
     const int64_t offset = layout::index_k_fp8_scale_offset(
         page, in_page, int64_t{1} << a.cache.page_shift, a.cache.page_stride, a.head_dim);
