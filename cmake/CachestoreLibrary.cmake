@@ -1,48 +1,70 @@
 # The cachestore library target, its generated headers and its installed package.
 include(GNUInstallDirs)
-include(GenerateExportHeader)
 include(CMakePackageConfigHelpers)
 
 set(CACHESTORE_GENERATED_INCLUDE_DIR "${PROJECT_BINARY_DIR}/include")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/version.h.in"
                "${CACHESTORE_GENERATED_INCLUDE_DIR}/cachestore/version.h" @ONLY)
 
-add_library(cachestore
+# One set of objects: the library (static, or shared with BUILD_SHARED_LIBS) and, for the
+# tests of a static build, a shared library from the same objects (symbol check, ctypes, C).
+add_library(cachestore_objects OBJECT
   src/arch.cu
+  src/c_api.cpp
   src/fused_store_cache.cu
   src/status.cpp
   src/store_index_k.cu
   src/validate.cpp)
-add_library(cachestore::cachestore ALIAS cachestore)
-
-generate_export_header(cachestore
-  EXPORT_FILE_NAME "${CACHESTORE_GENERATED_INCLUDE_DIR}/cachestore/export.h"
-  EXPORT_MACRO_NAME CACHESTORE_EXPORT)
-
-target_include_directories(cachestore
+target_include_directories(cachestore_objects
   PUBLIC
     "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>"
     "$<BUILD_INTERFACE:${CACHESTORE_GENERATED_INCLUDE_DIR}>"
-    "$<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>"
   PRIVATE
     "${PROJECT_SOURCE_DIR}/src")
-target_compile_features(cachestore PUBLIC cxx_std_17)
-target_link_libraries(cachestore PUBLIC CUDA::cudart)
-target_compile_options(cachestore PRIVATE
+target_link_libraries(cachestore_objects PUBLIC CUDA::cudart)
+target_compile_features(cachestore_objects PUBLIC cxx_std_17)
+target_compile_options(cachestore_objects PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr -Xptxas=-warn-spills,-warn-lmem-usage>
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>)
-set_target_properties(cachestore PROPERTIES
-  VERSION ${PROJECT_VERSION}
-  SOVERSION ${PROJECT_VERSION_MAJOR}
+set_target_properties(cachestore_objects PROPERTIES
   POSITION_INDEPENDENT_CODE ON
   CXX_VISIBILITY_PRESET hidden
   CUDA_VISIBILITY_PRESET hidden
   VISIBILITY_INLINES_HIDDEN ON
-  CUDA_RUNTIME_LIBRARY Shared
   CUDA_SEPARABLE_COMPILATION OFF)
+
+function(cachestore_finish_library target)
+  target_include_directories(${target} PUBLIC
+    "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>"
+    "$<BUILD_INTERFACE:${CACHESTORE_GENERATED_INCLUDE_DIR}>"
+    "$<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>")
+  target_compile_features(${target} PUBLIC cxx_std_17)
+  target_link_libraries(${target} PUBLIC CUDA::cudart)
+  set_target_properties(${target} PROPERTIES
+    VERSION ${PROJECT_VERSION}
+    SOVERSION ${PROJECT_VERSION_MAJOR}
+    LINKER_LANGUAGE CXX
+    CUDA_RUNTIME_LIBRARY Shared)
+  get_target_property(type ${target} TYPE)
+  if(type STREQUAL "SHARED_LIBRARY")
+    # Export exactly the API: nothing from the archives linked into the .so.
+    target_link_options(${target} PRIVATE "LINKER:--exclude-libs,ALL")
+  endif()
+endfunction()
+
+add_library(cachestore $<TARGET_OBJECTS:cachestore_objects>)
+add_library(cachestore::cachestore ALIAS cachestore)
+cachestore_finish_library(cachestore)
+
 if(BUILD_SHARED_LIBS)
-  # Export exactly the API: nothing from static archives linked into the .so.
-  target_link_options(cachestore PRIVATE "LINKER:--exclude-libs,ALL")
+  set(CACHESTORE_SHARED_TARGET cachestore)
+elseif(CACHESTORE_BUILD_TESTS)
+  add_library(cachestore_shared SHARED $<TARGET_OBJECTS:cachestore_objects>)
+  cachestore_finish_library(cachestore_shared)
+  set_target_properties(cachestore_shared PROPERTIES
+    OUTPUT_NAME cachestore
+    LIBRARY_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/shared")
+  set(CACHESTORE_SHARED_TARGET cachestore_shared)
 endif()
 
 install(TARGETS cachestore EXPORT cachestoreTargets

@@ -22,9 +22,9 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
   const bool pdl = p.launch.enable_pdl && arch.pdl;
   return p.kv_slots.type == SlotType::kInt32
              ? detail::launch_store(kernels::fused_store_kernel<kLayout, int32_t>, grid, block,
-                                    stream, pdl, detail::guard_args(p.batch), kv, index, rows)
+                                    stream, pdl, detail::guard_args(p.batch, pdl), kv, index, rows)
              : detail::launch_store(kernels::fused_store_kernel<kLayout, int64_t>, grid, block,
-                                    stream, pdl, detail::guard_args(p.batch), kv, index, rows);
+                                    stream, pdl, detail::guard_args(p.batch, pdl), kv, index, rows);
 }
 
 }  // namespace

@@ -42,8 +42,8 @@ inline Status grid_for_rows(int64_t rows, int64_t rows_per_block, dim3* grid) {
   return Status::kSuccess;
 }
 
-inline kernels::GuardArgs guard_args(const Batch& batch) {
-  return {batch.num_tokens, batch.num_tokens_non_padded, batch.diagnostics};
+inline kernels::GuardArgs guard_args(const Batch& batch, bool pdl) {
+  return {batch.num_tokens, batch.num_tokens_non_padded, batch.diagnostics, pdl};
 }
 
 inline kernels::SlotArgs slot_args(const SlotMapping& slots, int64_t capacity) {

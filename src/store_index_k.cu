@@ -38,9 +38,9 @@ Status store_index_k_bf16(const IndexKBf16Params& p, cudaStream_t stream) {
   const dim3 block(lanes, rows_per_block);
   return p.slots.type == SlotType::kInt32
              ? detail::launch_store(kernels::index_k_bf16_kernel<int32_t>, grid, block, stream,
-                                    pdl, detail::guard_args(p.batch), args)
+                                    pdl, detail::guard_args(p.batch, pdl), args)
              : detail::launch_store(kernels::index_k_bf16_kernel<int64_t>, grid, block, stream,
-                                    pdl, detail::guard_args(p.batch), args);
+                                    pdl, detail::guard_args(p.batch, pdl), args);
 }
 
 Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
@@ -62,9 +62,9 @@ Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
   const dim3 block(lanes, rows_per_block);
   return p.slots.type == SlotType::kInt32
              ? detail::launch_store(kernels::index_k_fp8_kernel<int32_t>, grid, block, stream,
-                                    pdl, detail::guard_args(p.batch), args)
+                                    pdl, detail::guard_args(p.batch, pdl), args)
              : detail::launch_store(kernels::index_k_fp8_kernel<int64_t>, grid, block, stream,
-                                    pdl, detail::guard_args(p.batch), args);
+                                    pdl, detail::guard_args(p.batch, pdl), args);
 }
 
 }  // namespace cachestore

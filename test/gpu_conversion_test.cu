@@ -11,7 +11,9 @@
 // host-compiled reference, so host and device builds of it are shown to agree.
 #include <cuda_fp8.h>
 
+#include "detail/scale_rules.h"
 #include "gpu_support.cuh"
+#include "kernels/common.cuh"
 #include "reference/conversions.h"
 
 namespace cachestore::test {
@@ -111,6 +113,46 @@ TEST_P(ConversionTest, HostCompiledReferenceAgrees) {
                     << ", host reference 0x" << int{reference_conversion(GetParam(), x)};
   }
   EXPECT_EQ(mismatches, 0);
+}
+
+// The kernels' branch-free quotient (Bf16x16::to_e4m3_divided) against IEEE division, for
+// every pair the amax rules can produce: x any bf16 pattern, s the index-K or V3.2 amax-rule
+// scale of any bf16 amax a >= |x| (a = +Inf included), NaN x included.
+__global__ void quotient_kernel(uint32_t amax_stride, Mismatches* out) {
+  const uint32_t a_bits = (blockIdx.x * amax_stride) & 0xffffu;
+  if (a_bits > 0x7f80u) return;  // positive bf16 amax values only (NaN never is the amax)
+  const float amax = detail::bf16_bits_to_float(static_cast<uint16_t>(a_bits));
+  const float scales[2] = {detail::index_k_scale_base(amax), detail::v32_amax_scale(amax)};
+  for (uint32_t x_bits = threadIdx.x; x_bits < 65536; x_bits += blockDim.x) {
+    const float x = detail::bf16_bits_to_float(static_cast<uint16_t>(x_bits));
+    if (!(fabsf(x) <= amax) && !isnan(x)) continue;
+    for (float s : scales) {
+      const float r = __frcp_rn(s);
+      const float fast = isinf(s) ? x * r : kernels::Bf16x16::exact_quotient(x, s, r);
+      const float ieee = __fdiv_rn(x, s);
+      const bool same = (isnan(fast) && isnan(ieee)) || __float_as_uint(fast) == __float_as_uint(ieee);
+      if (!same) {
+        const unsigned long long k = atomicAdd(&out->count, 1ull);
+        if (k < 16) out->first[k] = (a_bits << 16) | x_bits;
+      }
+    }
+  }
+}
+
+TEST_F(GpuTest, BranchFreeQuotientMatchesIeeeDivisionOnEveryScalePair) {
+  const uint32_t stride = sanitizer_run() ? 257 : 1;  // 257: every 257th amax pattern
+  thrust::device_vector<Mismatches> result(1, Mismatches{});
+  quotient_kernel<<<65536 / stride + 1, 256>>>(stride, thrust::raw_pointer_cast(result.data()));
+  CUDA_ASSERT(cudaGetLastError());
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const Mismatches m = result[0];
+  std::string first;
+  for (unsigned long long i = 0; i < std::min<unsigned long long>(m.count, 16); ++i) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, " a=%04x,x=%04x", m.first[i] >> 16, m.first[i] & 0xffff);
+    first += buf;
+  }
+  EXPECT_EQ(m.count, 0u) << "first mismatching (amax, x) bf16 pairs:" << first;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ struct GuardArgs {
   int64_t num_tokens;           // rows in the padded batch
   const int32_t* n_ptr;         // device [1] or nullptr (all rows real)
   Diagnostics* diagnostics;     // device or nullptr
+  bool pdl;                     // launched as a programmatic dependent (sm_90+ images only)
 };
 
 struct SlotArgs {

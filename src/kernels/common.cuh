@@ -18,17 +18,17 @@ namespace cachestore::kernels {
 // has started (block 0 triggers, the others trigger by exiting): one trigger per launch, not
 // one per block, so PDL costs no block throughput. Their own griddepcontrol.wait still waits
 // for this grid to complete and flush, so the early trigger never exposes partial writes.
+// Without PDL neither instruction runs: the wait costs a few hundred cycles even as a no-op.
 __device__ __forceinline__ void begin_store(const GuardArgs& guard) {
+  const bool first_thread = blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cudaGridDependencySynchronize();
-#endif
-  if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cudaTriggerProgrammaticLaunchCompletion();
-#endif
-    if (guard.n_ptr != nullptr && guard.diagnostics != nullptr && *guard.n_ptr < 0)
-      atomicAdd(&guard.diagnostics->negative_token_counts, 1ull);
+  if (guard.pdl) {
+    cudaGridDependencySynchronize();
+    if (first_thread) cudaTriggerProgrammaticLaunchCompletion();
   }
+#endif
+  if (first_thread && guard.n_ptr != nullptr && guard.diagnostics != nullptr && *guard.n_ptr < 0)
+    atomicAdd(&guard.diagnostics->negative_token_counts, 1ull);
 }
 
 __device__ __forceinline__ int64_t load_token_count(const GuardArgs& guard) {
@@ -78,18 +78,40 @@ struct Bf16x16 {
     return a;
   }
 
-  // e4m3(x * factor) (kDivide = false) or e4m3(x / factor) with IEEE division, packed in
-  // memory order; satfinite, round to nearest even (cvt.rn.satfinite.e4m3x2.f32).
-  template <bool kDivide>
-  __device__ __forceinline__ uint4 to_e4m3(float factor) const {
+  // e4m3(x * factor), packed in memory order: satfinite, round to nearest even
+  // (cvt.rn.satfinite.e4m3x2.f32).
+  __device__ __forceinline__ uint4 to_e4m3_times(float factor) const {
+    float q[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) q[i] = v[i] * factor;
+    return pack_e4m3(q);
+  }
+
+  // e4m3(x / s) with x / s rounded as IEEE division: one correctly rounded reciprocal, then
+  // per value a product and one fma residual correction (Markstein). Branch-free, unlike
+  // div.rn.f32, whose range checks serialize 16 divisions; bit-exact against IEEE division for
+  // every (bf16 x, scale s) pair with |x| <= amax that the scale rules produce (checked
+  // exhaustively in gpu_conversion_test). s = Inf (an Inf input): x * 0 is exactly x / Inf.
+  __device__ __forceinline__ uint4 to_e4m3_divided(float s) const {
+    const float r = __frcp_rn(s);
+    if (isinf(s)) return to_e4m3_times(r);
+    float q[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) q[i] = exact_quotient(v[i], s, r);
+    return pack_e4m3(q);
+  }
+
+  __device__ __forceinline__ static float exact_quotient(float x, float s, float r) {
+    const float q = x * r;
+    return fmaf(fmaf(-q, s, x), r, q);
+  }
+
+  __device__ __forceinline__ static uint4 pack_e4m3(const float (&q)[16]) {
     uint32_t w[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float s[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) s[j] = kDivide ? v[4 * i + j] / factor : v[4 * i + j] * factor;
-      const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(s[0], s[1]), __NV_SATFINITE, __NV_E4M3);
-      const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(s[2], s[3]), __NV_SATFINITE, __NV_E4M3);
+      const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(q[4 * i], q[4 * i + 1]), __NV_SATFINITE, __NV_E4M3);
+      const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(q[4 * i + 2], q[4 * i + 3]), __NV_SATFINITE, __NV_E4M3);
       w[i] = lo | (hi << 16);
     }
     return make_uint4(w[0], w[1], w[2], w[3]);

@@ -51,10 +51,10 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
   if (a.rule == ScaleRule::kPow2) {
     const uint8_t e8 = ue8m0_round_up(base);
     scale = detail::ue8m0_to_float(e8);
-    q = x.to_e4m3<false>(detail::ue8m0_reciprocal(e8));  // x * 2^-e == x / 2^e exactly
+    q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));  // x * 2^-e == x / 2^e exactly
   } else {
     scale = base;
-    q = x.to_e4m3<true>(base);
+    q = x.to_e4m3_divided(base);
   }
   store_16_bytes(a.cache.data + layout::index_k_fp8_data_offset(page, in_page, a.cache.page_stride,
                                                                 a.head_dim) + 16 * lane,
@@ -98,7 +98,7 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
       a.cache.data + layout::v4_scale_offset(page, in_page, page_size, a.cache.page_stride);
   if (is_nope) {
     const uint8_t e8 = ue8m0_round_up(detail::v4_scale_base(amax));
-    store_vec(data_row + 16 * lane, x.to_e4m3<false>(detail::ue8m0_reciprocal(e8)));
+    store_vec(data_row + 16 * lane, x.to_e4m3_times(detail::ue8m0_reciprocal(e8)));
     if ((lane & 3) == 0) scale_row[lane / 4] = e8;
   } else {
     uint8_t* rope_dst = data_row + layout::kV4NopeDim + 32 * (lane - kNopeLanes);
@@ -132,10 +132,10 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
   if (a.rule == ScaleRule::kPow2) {
     const uint8_t e8 = ue8m0_round_up(detail::v32_pow2_scale_base(amax));
     scale = detail::ue8m0_to_float(e8);
-    q = x.to_e4m3<false>(detail::ue8m0_reciprocal(e8));
+    q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
   } else {
     scale = detail::v32_amax_scale(amax);
-    q = x.to_e4m3<true>(scale);
+    q = x.to_e4m3_divided(scale);
   }
   store_vec(record + 16 * lane, q);
   if ((lane & 7) == 0)
