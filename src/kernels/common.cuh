@@ -87,11 +87,12 @@ struct Bf16x16 {
     return pack_e4m3(q);
   }
 
-  // e4m3(x / s) with x / s rounded as IEEE division: one correctly rounded reciprocal, then
-  // per value a product and one fma residual correction (Markstein). Branch-free, unlike
-  // div.rn.f32, whose range checks serialize 16 divisions; bit-exact against IEEE division for
-  // every (bf16 x, scale s) pair with |x| <= amax that the scale rules produce (checked
-  // exhaustively in gpu_conversion_test). s = Inf (an Inf input): x * 0 is exactly x / Inf.
+  // e4m3(x / s) as if x / s were an IEEE division: one correctly rounded reciprocal, then per
+  // value a product and one fma residual correction (Markstein). Branch-free, unlike
+  // div.rn.f32, whose range checks serialize 16 divisions. The stored e4m3 byte equals that of
+  // IEEE division for every (bf16 x, scale s) pair with |x| <= amax that the amax rules produce
+  // (checked exhaustively in gpu_conversion_test); the fp32 quotients may differ only far below
+  // e4m3's smallest subnormal. s = Inf (an Inf input): x * 0 is exactly x / Inf.
   __device__ __forceinline__ uint4 to_e4m3_divided(float s) const {
     const float r = __frcp_rn(s);
     if (isinf(s)) return to_e4m3_times(r);
@@ -101,9 +102,12 @@ struct Bf16x16 {
     return pack_e4m3(q);
   }
 
+  // The correction step would turn -0 (and a product that underflowed to -0) into +0; a
+  // zero product keeps its sign, which is the sign e4m3 stores.
   __device__ __forceinline__ static float exact_quotient(float x, float s, float r) {
     const float q = x * r;
-    return fmaf(fmaf(-q, s, x), r, q);
+    const float corrected = fmaf(fmaf(-q, s, x), r, q);
+    return q == 0.0f ? q : corrected;
   }
 
   __device__ __forceinline__ static uint4 pack_e4m3(const float (&q)[16]) {

@@ -42,9 +42,15 @@ def check(status):
 
 
 # ---- PyTorch references of the layouts ----------------------------------------------------
+def true_div(a, b):
+    # Tensor by tensor: an IEEE division. PyTorch divides by a Python scalar as a product with
+    # its reciprocal, which is 1 ulp off now and then.
+    return a / torch.full_like(a, b)
+
+
 def ref_index_fp8(cache, k, slots):
     x = k.float()
-    s = torch.clamp(x.abs().amax(dim=1, keepdim=True), min=1e-4) / 448.0
+    s = true_div(torch.clamp(x.abs().amax(dim=1, keepdim=True), min=1e-4), 448.0)
     q = (x / s).to(torch.float8_e4m3fn).view(torch.uint8)
     page, off = slots // P, slots % P
     cache[:, : P * D].view(PAGES, P, D)[page, off] = q
@@ -57,7 +63,7 @@ V4_STRIDE = (584 * P + 575) // 576 * 576
 def ref_v4(cache, kv, slots):
     m = kv.shape[0]
     nope = kv[:, :448].float().view(m, 7, 64)
-    f = torch.clamp(nope.abs().amax(-1), min=1e-4) / 448.0
+    f = true_div(torch.clamp(nope.abs().amax(-1), min=1e-4), 448.0)
     mant, exp = torch.frexp(f)
     e = torch.where(mant == 0.5, exp - 1, exp)  # ceil(log2 f), exactly
     inv = ((127 - e).to(torch.int32) << 23).view(torch.float32)  # 2^-e
