@@ -8,8 +8,8 @@
 // are "decode" (random distinct slots) or "prefill" (whole pages in random order, n >= 4096).
 // Counters: us (median per store), GBps (decimal, explicit byte model: input + slots read,
 // records written), pct_copy (of the same-run device-to-device copy bandwidth), x_baseline
-// (time over the same-run baseline's time: naive bf16 scatter, naive fp8 composition, or the
-// two separate stores a fused store replaces).
+// (time over the baseline's, sampled alternately with the store in the same row: naive bf16
+// scatter, naive fp8 composition, or the two separate stores a fused store replaces).
 #include <benchmark/benchmark.h>
 #include <thrust/device_vector.h>
 #include <thrust/random.h>
@@ -19,9 +19,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
-#include <map>
+#include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "cachestore/cachestore.h"
@@ -91,7 +90,6 @@ struct Pool {
   int64_t bf16_slots = 0, fp8_pages = 0, mla_pages = 0;
 };
 Pool* g_pool = nullptr;
-std::map<std::tuple<Op, Mode, Slots, int64_t>, double> g_baseline_us;
 
 __global__ void fill_random_bf16(uint16_t* out, int64_t count, uint32_t seed) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
@@ -272,6 +270,71 @@ Status issue(const Row& r, int set, int64_t set_elems, cudaStream_t stream) {
   return Status::kErrorInvalidArgument;
 }
 
+// Times one row's store (or baseline) in its mode: each sample() is one graph replay of 32
+// nodes, or 100 stream launches, in microseconds per store.
+class Sampler {
+ public:
+  Sampler(const Row& r, int sets, int64_t set_elems) : row_(r), sets_(sets), set_elems_(set_elems) {
+    BENCH_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    BENCH_CUDA(cudaEventCreate(&start_));
+    BENCH_CUDA(cudaEventCreate(&stop_));
+    if (r.mode == Mode::kGraph) {
+      cudaGraph_t graph;
+      BENCH_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      for (int node = 0; node < kNodesPerGraph && ok_; ++node) issue_node(node);
+      BENCH_CUDA(cudaStreamEndCapture(stream_, &graph));
+      if (ok_) BENCH_CUDA(cudaGraphInstantiate(&exec_, graph, 0));
+      BENCH_CUDA(cudaGraphDestroy(graph));
+    }
+  }
+  ~Sampler() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+    cudaStreamDestroy(stream_);
+  }
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
+
+  double sample() {
+    BENCH_CUDA(cudaEventRecord(start_, stream_));
+    if (row_.mode == Mode::kGraph) {
+      BENCH_CUDA(cudaGraphLaunch(exec_, stream_));
+    } else {
+      for (int i = 0; i < kStreamLaunches && ok_; ++i) issue_node(i);
+    }
+    BENCH_CUDA(cudaEventRecord(stop_, stream_));
+    BENCH_CUDA(cudaEventSynchronize(stop_));
+    BENCH_CUDA(cudaGetLastError());
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start_, stop_));
+    return ms * 1e3 / (row_.mode == Mode::kGraph ? kNodesPerGraph : kStreamLaunches);
+  }
+
+ private:
+  void issue_node(int node) {
+    if (issue(row_, node % sets_, set_elems_, stream_) != Status::kSuccess) {
+      ok_ = false;
+      error_ = last_error_message();
+    }
+  }
+
+  Row row_;
+  int sets_;
+  int64_t set_elems_;
+  bool ok_ = true;
+  std::string error_;
+  cudaStream_t stream_{};
+  cudaEvent_t start_{}, stop_{};
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+const OpInfo& op_info(Op op) {
+  for (const OpInfo& info : kOps)
+    if (info.op == op) return info;
+  std::abort();
+}
+
 void run_row(benchmark::State& state, Row r) {
   Pool& p = *g_pool;
   const int64_t set_elems = r.n * (r.op->input_width + (r.op->index_input ? 128 : 0));
@@ -287,76 +350,46 @@ void run_row(benchmark::State& state, Row r) {
     return;
   }
   const bool mla = r.op->input_width > 128;
-  const int64_t capacity = mla ? p.mla_pages * kPage : (r.op->op == Op::kNaiveBf16 || r.op->op == Op::kBf16 || r.op->op == Op::kCopy) ? p.bf16_slots : p.fp8_pages * kPage;
+  const bool bf16 = r.op->op == Op::kNaiveBf16 || r.op->op == Op::kBf16 || r.op->op == Op::kCopy;
+  const int64_t capacity = mla ? p.mla_pages * kPage : bf16 ? p.bf16_slots : p.fp8_pages * kPage;
   make_slots(r.slots, r.n, sets, capacity, static_cast<uint32_t>(r.n * 31 + sets));
   const int32_t n32 = static_cast<int32_t>(r.n);
   BENCH_CUDA(cudaMemcpy(thrust::raw_pointer_cast(p.count.data()), &n32, 4, cudaMemcpyHostToDevice));
 
-  cudaStream_t stream;
-  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaEvent_t start, stop;
-  BENCH_CUDA(cudaEventCreate(&start));
-  BENCH_CUDA(cudaEventCreate(&stop));
-  std::vector<double> per_store_us;
-  bool failed = false;
-  auto issue_checked = [&](int node) {
-    const Status s = issue(r, node % sets, set_elems, stream);
-    if (s != Status::kSuccess) {
-      state.SkipWithError(last_error_message());
-      failed = true;
-    }
-  };
-
-  if (r.mode == Mode::kGraph) {
-    cudaGraph_t graph;
-    BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (int node = 0; node < kNodesPerGraph && !failed; ++node) issue_checked(node);
-    BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
-    if (failed) return;
-    cudaGraphExec_t exec;
-    BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    for (int i = 0; i < 3; ++i) BENCH_CUDA(cudaGraphLaunch(exec, stream));
-    for (int i = 0; i < 15; ++i) {
-      BENCH_CUDA(cudaEventRecord(start, stream));
-      BENCH_CUDA(cudaGraphLaunch(exec, stream));
-      BENCH_CUDA(cudaEventRecord(stop, stream));
-      BENCH_CUDA(cudaEventSynchronize(stop));
-      float ms = 0;
-      BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      per_store_us.push_back(ms * 1e3 / kNodesPerGraph);
-    }
-    BENCH_CUDA(cudaGraphExecDestroy(exec));
-    BENCH_CUDA(cudaGraphDestroy(graph));
-  } else {
-    for (int i = 0; i < 10 && !failed; ++i) issue_checked(i);
-    for (int s = 0; s < 7 && !failed; ++s) {
-      BENCH_CUDA(cudaEventRecord(start, stream));
-      for (int i = 0; i < kStreamLaunches && !failed; ++i) issue_checked(i);
-      BENCH_CUDA(cudaEventRecord(stop, stream));
-      BENCH_CUDA(cudaEventSynchronize(stop));
-      float ms = 0;
-      BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      per_store_us.push_back(ms * 1e3 / kStreamLaunches);
+  // The store and its baseline, sampled alternately in this row: same inputs, slots, caches
+  // and clocks, so the ratio is a same-run, same-moment ratio.
+  Sampler store(r, sets, set_elems);
+  std::unique_ptr<Sampler> baseline;
+  if (r.op->baseline)
+    baseline = std::make_unique<Sampler>(Row{&op_info(*r.op->baseline), r.mode, false, r.slots, r.n},
+                                         sets, set_elems);
+  for (const Sampler* s : {&store, baseline.get()}) {
+    if (s != nullptr && !s->ok()) {
+      state.SkipWithError(s->error().c_str());
+      return;
     }
   }
-  BENCH_CUDA(cudaGetLastError());
-  BENCH_CUDA(cudaEventDestroy(start));
-  BENCH_CUDA(cudaEventDestroy(stop));
-  BENCH_CUDA(cudaStreamDestroy(stream));
-  if (failed) return;
+  std::vector<double> store_us, baseline_us;
+  for (int i = 0; i < 10; ++i) {  // warm-up: clocks, caches, instruction caches
+    store.sample();
+    if (baseline) baseline->sample();
+  }
+  for (int i = 0; i < 15; ++i) {
+    store_us.push_back(store.sample());
+    if (baseline) baseline_us.push_back(baseline->sample());
+  }
 
-  const double us = median(per_store_us);
+  const double us = median(store_us);
   for (auto _ : state) state.SetIterationTime(us * 1e-6);
   const double gbps = static_cast<double>(r.op->bytes_per_row) * r.n / (us * 1e-6) / 1e9;
   state.counters["us"] = us;
-  state.counters["us_min"] = *std::min_element(per_store_us.begin(), per_store_us.end());
+  state.counters["us_min"] = *std::min_element(store_us.begin(), store_us.end());
   state.counters["GBps"] = gbps;
   state.counters["pct_copy"] = 100.0 * gbps / p.copy_gbps;
   state.counters["input_sets"] = sets;
-  if (!r.pdl) g_baseline_us[{r.op->op, r.mode, r.slots, r.n}] = us;
-  if (r.op->baseline) {
-    const auto it = g_baseline_us.find({*r.op->baseline, r.mode, r.slots, r.n});
-    if (it != g_baseline_us.end()) state.counters["x_baseline"] = us / it->second;
+  if (baseline) {
+    state.counters["baseline_us"] = median(baseline_us);
+    state.counters["x_baseline"] = us / median(baseline_us);
   }
 }
 

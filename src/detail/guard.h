@@ -18,13 +18,17 @@ CACHESTORE_HOST_DEVICE constexpr int64_t clamp_token_count(int64_t n, int64_t nu
   return n < 0 ? 0 : (n > num_tokens ? num_tokens : n);
 }
 
-// Row `row` (< num_tokens) with slot `slot`; n_clamped from clamp_token_count; reserved < 0
-// means no reserved slot.
-CACHESTORE_HOST_DEVICE constexpr RowVerdict classify_row(int64_t row, int64_t n_clamped,
-                                                         int64_t slot, int64_t reserved,
-                                                         int64_t capacity) {
-  if (row >= n_clamped || slot < 0 || slot == reserved) return RowVerdict::kSkip;
-  return slot < capacity ? RowVerdict::kStore : RowVerdict::kOutOfRange;
+// Row `row` (< num_tokens) with slot `slot`; `n` is the device count as read (clamping it to
+// [0, num_tokens] changes nothing here: rows are in [0, num_tokens)); reserved < 0 means no
+// reserved slot. The store test is one unsigned compare for 0 <= slot < capacity: the
+// kernels evaluate it between their loads and their stores, on the critical path.
+CACHESTORE_HOST_DEVICE constexpr RowVerdict classify_row(int64_t row, int64_t n, int64_t slot,
+                                                         int64_t reserved, int64_t capacity) {
+  if (row < n && static_cast<uint64_t>(slot) < static_cast<uint64_t>(capacity) &&
+      slot != reserved)
+    return RowVerdict::kStore;
+  return row < n && slot >= capacity && slot != reserved ? RowVerdict::kOutOfRange
+                                                         : RowVerdict::kSkip;
 }
 
 }  // namespace cachestore::detail

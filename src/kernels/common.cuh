@@ -31,9 +31,9 @@ __device__ __forceinline__ void begin_store(const GuardArgs& guard) {
     atomicAdd(&guard.diagnostics->negative_token_counts, 1ull);
 }
 
+// The count as read; classify_row needs no clamp (see guard.h).
 __device__ __forceinline__ int64_t load_token_count(const GuardArgs& guard) {
-  return guard.n_ptr == nullptr ? guard.num_tokens
-                                : detail::clamp_token_count(*guard.n_ptr, guard.num_tokens);
+  return guard.n_ptr == nullptr ? guard.num_tokens : *guard.n_ptr;
 }
 
 template <typename SlotT>
@@ -71,11 +71,18 @@ struct Bf16x16 {
     }
   }
 
-  __device__ __forceinline__ float amax() const {
-    float a = 0.0f;
+  // max |x| of the 16 values, on the packed bf16 pairs: exact (max picks one of the values)
+  // and as NaN-ignoring as fmaxf (__hmax2 returns the other operand of a NaN).
+  __device__ __forceinline__ static float amax(const uint4& lo, const uint4& hi) {
+    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    __nv_bfloat162 m[8];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) a = detail::amax_fold(a, v[i]);
-    return a;
+    for (int i = 0; i < 8; ++i) m[i] = __habs2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
+#pragma unroll
+    for (int stride = 4; stride > 0; stride /= 2)
+#pragma unroll
+      for (int i = 0; i < stride; ++i) m[i] = __hmax2(m[i], m[i + stride]);
+    return fmaxf(fmaxf(__low2float(m[0]), __high2float(m[0])), 0.0f);
   }
 
   // e4m3(x * factor), packed in memory order: satfinite, round to nearest even

@@ -8,6 +8,10 @@
 
 namespace cachestore::kernels {
 
+// The largest block a launch policy uses (arch.h); the launch bounds cap registers so that
+// the index-K kernels run 2048 threads per SM and the MLA kernels 1536.
+inline constexpr int kMaxBlockThreads = 512;
+
 // ---- bf16 index-K: blockDim = (lanes per row, rows per block) -----------------------------
 template <typename SlotT>
 __global__ void index_k_bf16_kernel(const GuardArgs guard, const IndexKBf16Args a) {
@@ -40,7 +44,7 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
   const Bf16x16 x(lo, hi);
-  const float amax = group_amax<8>(x.amax());
+  const float amax = group_amax<8>(Bf16x16::amax(lo, hi));
   if (!row_is_stored(guard, a.slots, row, n, slot, lane == 0) || !active) return;
 
   const int64_t page = slot >> a.cache.page_shift;
@@ -68,7 +72,8 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
 
 // blockDim = (2^lanes_log2, rows per block)
 template <typename SlotT>
-__global__ void index_k_fp8_kernel(const GuardArgs guard, const IndexKFp8Args a) {
+__global__ void __launch_bounds__(kMaxBlockThreads, 2048 / kMaxBlockThreads)
+index_k_fp8_kernel(const GuardArgs guard, const IndexKFp8Args a) {
   begin_store(guard);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   if (row >= guard.num_tokens) return;
@@ -88,7 +93,7 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
   const Bf16x16 x(lo, hi);
-  const float amax = group_amax<layout::kV4TileSize / 16>(x.amax());
+  const float amax = group_amax<layout::kV4TileSize / 16>(Bf16x16::amax(lo, hi));
   if (!row_is_stored(guard, a.slots, row, n, slot, lane == 0)) return;
 
   const int64_t page_size = int64_t{1} << a.cache.page_shift;
@@ -121,7 +126,7 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
   const Bf16x16 x(lo, hi);
-  const float amax = group_amax<layout::kV32TileSize / 16>(x.amax());
+  const float amax = group_amax<layout::kV32TileSize / 16>(Bf16x16::amax(lo, hi));
   if (!row_is_stored(guard, a.slots, row, n, slot, lane == 0)) return;
 
   const int64_t page = slot >> a.cache.page_shift;
@@ -147,7 +152,8 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
 // rows_per_block stores row first_row + w of the KV cache; the warps after it store the
 // index-K of the same rows (2^lanes_log2 lanes per row), when there is one.
 template <MlaLayout kLayout, typename SlotT>
-__global__ void fused_store_kernel(const GuardArgs guard, const MlaArgs kv,
+__global__ void __launch_bounds__(kMaxBlockThreads, 1536 / kMaxBlockThreads)
+fused_store_kernel(const GuardArgs guard, const MlaArgs kv,
                                    const IndexKFp8Args index, const int32_t rows_per_block) {
   begin_store(guard);
   const int warp = threadIdx.y, lane = threadIdx.x;
