@@ -15,9 +15,10 @@ __global__ void image_probe_kernel() {}
 constexpr int kMaxDevices = 64;
 
 Status probe(int device, ArchInfo* out) {
-  int major = 0, minor = 0;
+  int major = 0, minor = 0, sms = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
     cudaGetLastError();
     return fail(Status::kErrorCudaRuntime, "cannot read the compute capability of device %d",
                 device);
@@ -32,6 +33,7 @@ Status probe(int device, ArchInfo* out) {
                 device, major, minor, cudaGetErrorString(err));
   }
   out->device.compute_capability = major * 10 + minor;
+  out->sm_count = sms;
   out->device.binary_version = attributes.binaryVersion;
   out->device.ptx_version = attributes.ptxVersion;
   if (attributes.ptxVersion >= 100 && attributes.binaryVersion >= 100) {

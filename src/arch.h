@@ -10,19 +10,33 @@
 namespace cachestore::detail {
 
 struct StorePolicy {
-  int32_t block_threads;       // index-K kernels: threads per block (rows = threads / lanes)
-  int32_t mla_rows_per_block;  // fused_store_cache: KV warps (rows) per block
+  int32_t block_threads;       // index-K kernels: threads per block at large n
+  int32_t min_block_threads;   // ... and at small n, where rows are spread over the SMs
+  int32_t mla_rows_per_block;  // fused_store_cache: KV warps (rows) per block at large n
+  int32_t mla_min_rows;        // ... and at small n
 };
 
-// Hopper: tuned on the H200 with bench_store. Blackwell: not measured here (no device lent);
-// a larger block keeps more bytes in flight per SM for its higher bandwidth.
-inline constexpr StorePolicy kPortablePolicy{256, 4};
-inline constexpr StorePolicy kHopperPolicy{256, 8};
-inline constexpr StorePolicy kBlackwellPolicy{512, 8};
+// Hopper: measured on the H200 (bench_store, the probe notes in README). Blackwell: not
+// measured here (no device lent); a larger block keeps more bytes in flight per SM for its
+// higher bandwidth.
+inline constexpr StorePolicy kPortablePolicy{256, 64, 4, 2};
+inline constexpr StorePolicy kHopperPolicy{256, 64, 8, 2};
+inline constexpr StorePolicy kBlackwellPolicy{512, 64, 8, 2};
+
+// Rows per block for `rows` rows: a small batch is spread over the SMs (one SM works through
+// a block's memory requests one after another), a large one fills whole blocks. Powers of two
+// in [min_rows, max_rows].
+inline int32_t rows_per_block(int64_t rows, int32_t min_rows, int32_t max_rows, int32_t sm_count) {
+  const int64_t per_sm = (rows + sm_count - 1) / sm_count;
+  int32_t r = min_rows;
+  while (r < max_rows && r < per_sm) r *= 2;
+  return r;
+}
 
 struct ArchInfo {
   DeviceInfo device;
   StorePolicy policy;
+  int32_t sm_count;
   bool pdl;  // the running image executes griddepcontrol.wait: PDL may be requested
 };
 

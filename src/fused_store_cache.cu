@@ -13,7 +13,8 @@ template <MlaLayout kLayout>
 Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
                     const kernels::MlaArgs& kv, const kernels::IndexKFp8Args& index,
                     cudaStream_t stream) {
-  const int32_t rows = arch.policy.mla_rows_per_block;
+  const int32_t rows = detail::rows_per_block(p.batch.num_tokens, arch.policy.mla_min_rows,
+                                              arch.policy.mla_rows_per_block, arch.sm_count);
   const int32_t index_warps =
       p.index_k == nullptr ? 0 : (rows * (1 << index.lanes_log2) + 31) / 32;
   dim3 grid;

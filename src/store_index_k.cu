@@ -1,4 +1,6 @@
 // store_index_k_bf16 and store_index_k_fp8: validation, dispatch, launch.
+#include <algorithm>
+
 #include "cachestore/layout.h"
 #include "detail/validate.h"
 #include "kernels/store_kernels.cuh"
@@ -27,7 +29,9 @@ Status store_index_k_bf16(const IndexKBf16Params& p, cudaStream_t stream) {
   const int32_t vecs_per_row = p.head_dim / 8;
   int32_t lanes = 1;
   while (lanes < vecs_per_row && lanes < 32) lanes *= 2;
-  const int32_t rows_per_block = arch.policy.block_threads / lanes;
+  const int32_t rows_per_block = detail::rows_per_block(
+      p.batch.num_tokens, std::max(1, arch.policy.min_block_threads / lanes),
+      arch.policy.block_threads / lanes, arch.sm_count);
   dim3 grid;
   CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows_per_block, &grid));
   const kernels::IndexKBf16Args args{detail::slot_args(p.slots, p.num_slots),
@@ -55,7 +59,9 @@ Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
 
   const kernels::IndexKFp8Args args = detail::index_k_fp8_args(p.slots, p.k, p.k_row_stride, p.cache);
   const int32_t lanes = 1 << args.lanes_log2;
-  const int32_t rows_per_block = arch.policy.block_threads / lanes;
+  const int32_t rows_per_block = detail::rows_per_block(
+      p.batch.num_tokens, std::max(1, arch.policy.min_block_threads / lanes),
+      arch.policy.block_threads / lanes, arch.sm_count);
   dim3 grid;
   CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows_per_block, &grid));
   const bool pdl = p.launch.enable_pdl && arch.pdl;

@@ -128,9 +128,10 @@ __global__ void quotient_kernel(uint32_t amax_stride, Mismatches* out) {
   for (uint32_t x_bits = threadIdx.x; x_bits < 65536; x_bits += blockDim.x) {
     const float x = detail::bf16_bits_to_float(static_cast<uint16_t>(x_bits));
     if (!(fabsf(x) <= amax) && !isnan(x)) continue;
-    for (float s : scales) {
-      const float r = __frcp_rn(s);
-      const float fast = isinf(s) ? x * r : kernels::Bf16x16::exact_quotient(x, s, r);
+    for (int rule = 0; rule < 2; ++rule) {
+      const float s = scales[rule];
+      const float fast = rule == 0 ? kernels::Bf16x16::quotient<false>(x, s, __frcp_rn(s))
+                                   : kernels::Bf16x16::quotient<true>(x, s, __frcp_rn(s));
       const float ieee = __fdiv_rn(x, s);
       const auto e4m3 = [](float q) {
         return __nv_cvt_float2_to_fp8x2(make_float2(q, q), __NV_SATFINITE, __NV_E4M3) & 0xff;

@@ -94,24 +94,29 @@ struct Bf16x16 {
     return pack_e4m3(q);
   }
 
-  // e4m3(x / s) as if x / s were an IEEE division: one correctly rounded reciprocal, then per
-  // value a product and one fma residual correction (Markstein). Branch-free, unlike
-  // div.rn.f32, whose range checks serialize 16 divisions. The stored e4m3 byte equals that of
-  // IEEE division for every (bf16 x, scale s) pair with |x| <= amax that the amax rules produce
-  // (checked exhaustively in gpu_conversion_test); the fp32 quotients may differ only far below
-  // e4m3's smallest subnormal. s = Inf (an Inf input): x * 0 is exactly x / Inf.
+  // e4m3(x / s), with the byte IEEE division would give; see quotient().
+  template <bool kTinyScales>
   __device__ __forceinline__ uint4 to_e4m3_divided(float s) const {
     const float r = __frcp_rn(s);
-    if (isinf(s)) return to_e4m3_times(r);
     float q[16];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) q[i] = exact_quotient(v[i], s, r);
+    for (int i = 0; i < 16; ++i) q[i] = quotient<kTinyScales>(v[i], s, r);
     return pack_e4m3(q);
   }
 
-  // The correction step would turn -0 (and a product that underflowed to -0) into +0; a
-  // zero product keeps its sign, which is the sign e4m3 stores.
-  __device__ __forceinline__ static float exact_quotient(float x, float s, float r) {
+  // x / s given r = 1/s correctly rounded: a product and one fma residual correction
+  // (Markstein). Branch-free per value (the branches depend on s alone), unlike div.rn.f32,
+  // whose range checks serialize 16 divisions. Its e4m3 byte equals that of IEEE division for
+  // every (bf16 x, scale s) pair with |x| <= amax that the amax rules produce, checked
+  // exhaustively in gpu_conversion_test. s = Inf (an Inf input): x * 0 is exactly x / Inf.
+  // Scales below 2^-64 divide: there the residual can underflow. Only the V3.2 amax rule
+  // (max(amax / 448, FLT_MIN)) produces them (kTinyScales), for a tile amax under 2.4e-17;
+  // the index-K scales are >= 1e-4 / 448. A zero product keeps its sign, which the correction
+  // would lose.
+  template <bool kTinyScales>
+  __device__ __forceinline__ static float quotient(float x, float s, float r) {
+    if (isinf(s)) return x * r;
+    if (kTinyScales && s < 0x1p-64f) return __fdiv_rn(x, s);
     const float q = x * r;
     const float corrected = fmaf(fmaf(-q, s, x), r, q);
     return q == 0.0f ? q : corrected;

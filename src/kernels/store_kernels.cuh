@@ -58,7 +58,7 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
     q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));  // x * 2^-e == x / 2^e exactly
   } else {
     scale = base;
-    q = x.to_e4m3_divided(base);
+    q = x.to_e4m3_divided<false>(base);  // base >= 1e-4 / 448
   }
   store_16_bytes(a.cache.data + layout::index_k_fp8_data_offset(page, in_page, a.cache.page_stride,
                                                                 a.head_dim) + 16 * lane,
@@ -140,7 +140,7 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
     q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
   } else {
     scale = detail::v32_amax_scale(amax);
-    q = x.to_e4m3_divided(scale);
+    q = x.to_e4m3_divided<true>(scale);
   }
   store_vec(record + 16 * lane, q);
   if ((lane & 7) == 0)
