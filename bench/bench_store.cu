@@ -17,6 +17,7 @@
 #include <thrust/shuffle.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -369,8 +370,11 @@ void run_row(benchmark::State& state, Row r) {
       return;
     }
   }
+  // Warm-up: at least 10 samples and 25 ms of back-to-back work, so that the clocks are back
+  // up after the host-side setup (a few small replays are too short for that).
   std::vector<double> store_us, baseline_us;
-  for (int i = 0; i < 10; ++i) {  // warm-up: clocks, caches, instruction caches
+  const auto warm_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(25);
+  for (int i = 0; i < 10 || std::chrono::steady_clock::now() < warm_until; ++i) {
     store.sample();
     if (baseline) baseline->sample();
   }

@@ -1,6 +1,7 @@
 // The one launch path of every entry point: arch policy, optional PDL, launch-error check.
 #pragma once
 
+#include <algorithm>
 #include <utility>
 
 #include "arch.h"
@@ -48,6 +49,23 @@ inline kernels::GuardArgs guard_args(const Batch& batch, bool pdl) {
 
 inline kernels::SlotArgs slot_args(const SlotMapping& slots, int64_t capacity) {
   return {slots.data, slots.reserved_slot, capacity};
+}
+
+// The index-K kernels: one row on `lanes` lanes (blockDim.x), rows per block from the policy and
+// n, the instantiation for the slot type.
+template <typename Args>
+Status launch_index_k(void (*kernel_i32)(kernels::GuardArgs, Args),
+                      void (*kernel_i64)(kernels::GuardArgs, Args), const Batch& batch,
+                      SlotType slot_type, const LaunchOptions& launch, const ArchInfo& arch,
+                      int32_t lanes, const Args& args, cudaStream_t stream) {
+  const int32_t rows = rows_per_block(batch.num_tokens,
+                                      std::max(1, arch.policy.min_block_threads / lanes),
+                                      arch.policy.block_threads / lanes, arch.sm_count);
+  dim3 grid;
+  CACHESTORE_RETURN_IF_ERROR(grid_for_rows(batch.num_tokens, rows, &grid));
+  const bool pdl = launch.enable_pdl && arch.pdl;
+  return launch_store(slot_type == SlotType::kInt32 ? kernel_i32 : kernel_i64, grid,
+                      dim3(lanes, rows), stream, pdl, guard_args(batch, pdl), args);
 }
 
 // Lanes per fp8 index-K row: 8 per 128-value block, rounded up to a power of two.

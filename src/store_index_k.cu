@@ -1,6 +1,4 @@
 // store_index_k_bf16 and store_index_k_fp8: validation, dispatch, launch.
-#include <algorithm>
-
 #include "cachestore/layout.h"
 #include "detail/validate.h"
 #include "kernels/store_kernels.cuh"
@@ -29,22 +27,13 @@ Status store_index_k_bf16(const IndexKBf16Params& p, cudaStream_t stream) {
   const int32_t vecs_per_row = p.head_dim / 8;
   int32_t lanes = 1;
   while (lanes < vecs_per_row && lanes < 32) lanes *= 2;
-  const int32_t rows_per_block = detail::rows_per_block(
-      p.batch.num_tokens, std::max(1, arch.policy.min_block_threads / lanes),
-      arch.policy.block_threads / lanes, arch.sm_count);
-  dim3 grid;
-  CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows_per_block, &grid));
   const kernels::IndexKBf16Args args{detail::slot_args(p.slots, p.num_slots),
                                      static_cast<const uint16_t*>(p.k), p.k_row_stride,
                                      static_cast<uint16_t*>(p.cache), p.cache_row_stride,
                                      vecs_per_row};
-  const bool pdl = p.launch.enable_pdl && arch.pdl;
-  const dim3 block(lanes, rows_per_block);
-  return p.slots.type == SlotType::kInt32
-             ? detail::launch_store(kernels::index_k_bf16_kernel<int32_t>, grid, block, stream,
-                                    pdl, detail::guard_args(p.batch, pdl), args)
-             : detail::launch_store(kernels::index_k_bf16_kernel<int64_t>, grid, block, stream,
-                                    pdl, detail::guard_args(p.batch, pdl), args);
+  return detail::launch_index_k(kernels::index_k_bf16_kernel<int32_t>,
+                                kernels::index_k_bf16_kernel<int64_t>, p.batch, p.slots.type,
+                                p.launch, arch, lanes, args, stream);
 }
 
 Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
@@ -57,20 +46,11 @@ Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
   CACHESTORE_RETURN_IF_ERROR(detail::current_arch(&arch));
   if (p.batch.num_tokens == 0) return detail::succeed();
 
-  const kernels::IndexKFp8Args args = detail::index_k_fp8_args(p.slots, p.k, p.k_row_stride, p.cache);
-  const int32_t lanes = 1 << args.lanes_log2;
-  const int32_t rows_per_block = detail::rows_per_block(
-      p.batch.num_tokens, std::max(1, arch.policy.min_block_threads / lanes),
-      arch.policy.block_threads / lanes, arch.sm_count);
-  dim3 grid;
-  CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows_per_block, &grid));
-  const bool pdl = p.launch.enable_pdl && arch.pdl;
-  const dim3 block(lanes, rows_per_block);
-  return p.slots.type == SlotType::kInt32
-             ? detail::launch_store(kernels::index_k_fp8_kernel<int32_t>, grid, block, stream,
-                                    pdl, detail::guard_args(p.batch, pdl), args)
-             : detail::launch_store(kernels::index_k_fp8_kernel<int64_t>, grid, block, stream,
-                                    pdl, detail::guard_args(p.batch, pdl), args);
+  const kernels::IndexKFp8Args args =
+      detail::index_k_fp8_args(p.slots, p.k, p.k_row_stride, p.cache);
+  return detail::launch_index_k(kernels::index_k_fp8_kernel<int32_t>,
+                                kernels::index_k_fp8_kernel<int64_t>, p.batch, p.slots.type,
+                                p.launch, arch, 1 << args.lanes_log2, args, stream);
 }
 
 }  // namespace cachestore

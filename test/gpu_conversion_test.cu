@@ -22,6 +22,18 @@ namespace {
 struct Mismatches {
   unsigned long long count;
   uint32_t first[16];
+
+  // The first inputs that mismatched, each spelled by `format` (printf, one uint32 argument).
+  template <typename Format>
+  std::string first_inputs(Format format) const {
+    std::string out;
+    for (unsigned long long i = 0; i < std::min<unsigned long long>(count, 16); ++i) {
+      char buf[32];
+      format(buf, sizeof buf, first[i]);
+      out += buf;
+    }
+    return out;
+  }
 };
 
 enum class Conversion { kE4m3, kUe8m0 };
@@ -75,13 +87,9 @@ TEST_P(ConversionTest, EveryFloatMatchesReference) {
   CUDA_ASSERT(cudaGetLastError());
   CUDA_ASSERT(cudaDeviceSynchronize());
   const Mismatches m = result[0];
-  std::string first;
-  for (unsigned long long i = 0; i < std::min<unsigned long long>(m.count, 16); ++i) {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, " %08x", m.first[i]);
-    first += buf;
-  }
-  EXPECT_EQ(m.count, 0u) << "first mismatching inputs:" << first;
+  EXPECT_EQ(m.count, 0u) << "first mismatching inputs:" << m.first_inputs([](char* buf, size_t n, uint32_t v) {
+    std::snprintf(buf, n, " %08x", v);
+  });
   RecordProperty("patterns_checked", std::to_string(count));
 }
 
@@ -155,13 +163,10 @@ TEST_F(GpuTest, BranchFreeQuotientMatchesIeeeDivisionOnEveryScalePair) {
   CUDA_ASSERT(cudaGetLastError());
   CUDA_ASSERT(cudaDeviceSynchronize());
   const Mismatches m = result[0];
-  std::string first;
-  for (unsigned long long i = 0; i < std::min<unsigned long long>(m.count, 16); ++i) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, " a=%04x,x=%04x", m.first[i] >> 16, m.first[i] & 0xffff);
-    first += buf;
-  }
-  EXPECT_EQ(m.count, 0u) << "first mismatching (amax, x) bf16 pairs:" << first;
+  EXPECT_EQ(m.count, 0u) << "first mismatching (amax, x) bf16 pairs:"
+                         << m.first_inputs([](char* buf, size_t n, uint32_t v) {
+                              std::snprintf(buf, n, " a=%04x,x=%04x", v >> 16, v & 0xffff);
+                            });
 }
 
 }  // namespace

@@ -25,6 +25,12 @@ class StoreTest : public GpuTest {
     c.run_reference();
     return c.outputs_match();
   }
+
+  // Three cumulative steps with random n and faults: later steps must not disturb earlier rows.
+  void run_random_steps(StoreCase& c) {
+    std::uniform_int_distribution<int32_t> n(0, static_cast<int32_t>(c.shape().num_tokens));
+    for (int step = 0; step < 3; ++step) ASSERT_TRUE(run_step(c, n(rng_), true)) << "step " << step;
+  }
 };
 
 // ---- the quantized layouts: layout x rule x P x slot type x contiguous/strided -----------
@@ -40,10 +46,7 @@ TEST_P(QuantizedSweep, WholeCacheMatchesReference) {
   shape.strided = strided;
   shape.reserved_slot = 0;
   StoreCase c(kind, shape);
-  for (int step = 0; step < 3; ++step) {  // cumulative: later steps must not disturb earlier rows
-    std::uniform_int_distribution<int32_t> n(0, static_cast<int32_t>(shape.num_tokens));
-    ASSERT_TRUE(run_step(c, n(rng_), /*faults=*/true)) << "step " << step;
-  }
+  run_random_steps(c);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -74,10 +77,7 @@ TEST_P(IndexKBf16Sweep, WholeCacheMatchesReference) {
   shape.strided = strided;
   shape.reserved_slot = 3;
   StoreCase c(StoreKind::kIndexKBf16, shape);
-  for (int step = 0; step < 3; ++step) {
-    std::uniform_int_distribution<int32_t> n(0, static_cast<int32_t>(shape.num_tokens));
-    ASSERT_TRUE(run_step(c, n(rng_), true)) << "step " << step;
-  }
+  run_random_steps(c);
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDims, IndexKBf16Sweep,
