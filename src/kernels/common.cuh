@@ -18,7 +18,7 @@ namespace cachestore::kernels {
 // has started (block 0 triggers, the others trigger by exiting): one trigger per launch, not
 // one per block, so PDL costs no block throughput. Their own griddepcontrol.wait still waits
 // for this grid to complete and flush, so the early trigger never exposes partial writes.
-// Without PDL neither instruction runs: the wait costs a few hundred cycles even as a no-op.
+// Without PDL (guard.pdl false, or an image without griddepcontrol) neither instruction runs.
 __device__ __forceinline__ void begin_store(const GuardArgs& guard) {
   const bool first_thread = blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
