@@ -114,13 +114,14 @@ def plot(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(14, 6))
+    colors = dict(zip(STORES + BASELINES, plt.cm.tab20.colors[::2] + plt.cm.tab20.colors[1::2]))
     for ax, pdl in zip(axes, ("off", "on")):
         for store in STORES + BASELINES:
             pts = [(n, cell(rows, store, "graph", pdl, "decode" if n < 4096 else "prefill", n)) for n in SIZES]
             pts = [(n, us) for n, us in pts if us is not None]
             if pts:
                 style = "--" if store in BASELINES else "-"
-                ax.plot(*zip(*pts), style, marker="o", markersize=3, label=store)
+                ax.plot(*zip(*pts), style, marker="o", markersize=3, label=store, color=colors[store])
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("rows n (decode slots below 4096, prefill from 4096)")
