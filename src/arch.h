@@ -16,9 +16,9 @@ struct StorePolicy {
   int32_t mla_min_rows;        // ... and at small n
 };
 
-// Hopper: measured on the H200 (bench_store, the probe notes in README). Blackwell: not
-// measured here (no device lent); a larger block keeps more bytes in flight per SM for its
-// higher bandwidth.
+// Hopper: the large-n sizes were chosen up front and not swept; spreading small batches (the
+// minimums) was measured on the H200 (NOTES.md, version 5). Blackwell: not measured (no device
+// lent); a larger block keeps more bytes in flight per SM for its higher bandwidth.
 inline constexpr StorePolicy kPortablePolicy{256, 64, 4, 2};
 inline constexpr StorePolicy kHopperPolicy{256, 64, 8, 2};
 inline constexpr StorePolicy kBlackwellPolicy{512, 64, 8, 2};
