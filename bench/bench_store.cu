@@ -27,19 +27,11 @@
 #include "cachestore/cachestore.h"
 #include "cachestore/layout.h"
 #include "naive_fp8.cuh"
+#include "cuda_check.h"
 #include "naive_scatter.cuh"
 
 namespace cachestore::bench {
 namespace {
-
-#define BENCH_CUDA(expr)                                                                 \
-  do {                                                                                   \
-    const cudaError_t e_ = (expr);                                                       \
-    if (e_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
 
 enum class Op {
   kNaiveBf16, kNaiveFp8, kCopy, kSeparateV4Index, kSeparateV32Index,  // baselines first
@@ -112,13 +104,13 @@ void init_pool() {
   g_pool = new Pool;
   Pool& p = *g_pool;
   int device = 0, l2 = 0;
-  BENCH_CUDA(cudaGetDevice(&device));
-  BENCH_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  CACHESTORE_CHECK_CUDA(cudaGetDevice(&device));
+  CACHESTORE_CHECK_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
   p.l2_bytes = l2;
   p.input.resize(size_t{640} << 20);  // 1.25 GiB of bf16
   fill_random_bf16<<<4096, 256>>>(thrust::raw_pointer_cast(p.input.data()),
                                   static_cast<int64_t>(p.input.size()), 2026u);
-  BENCH_CUDA(cudaGetLastError());
+  CACHESTORE_CHECK_CUDA(cudaGetLastError());
   p.slots.resize(size_t{4} << 20);
   // Caches of >= 4x the L2 (and >= 4x the largest n in slots), poisoned once.
   p.bf16_slots = int64_t{1} << 21;
@@ -136,23 +128,23 @@ void init_pool() {
   // The ceiling of this run: a large device-to-device copy, bytes read + written.
   const size_t bytes = size_t{512} << 20;
   cudaEvent_t start, stop;
-  BENCH_CUDA(cudaEventCreate(&start));
-  BENCH_CUDA(cudaEventCreate(&stop));
+  CACHESTORE_CHECK_CUDA(cudaEventCreate(&start));
+  CACHESTORE_CHECK_CUDA(cudaEventCreate(&stop));
   std::vector<double> samples;
   for (int i = 0; i < 12; ++i) {
-    BENCH_CUDA(cudaEventRecord(start));
-    BENCH_CUDA(cudaMemcpyAsync(thrust::raw_pointer_cast(p.copy_dst.data()),
+    CACHESTORE_CHECK_CUDA(cudaEventRecord(start));
+    CACHESTORE_CHECK_CUDA(cudaMemcpyAsync(thrust::raw_pointer_cast(p.copy_dst.data()),
                                thrust::raw_pointer_cast(p.input.data()), bytes,
                                cudaMemcpyDeviceToDevice));
-    BENCH_CUDA(cudaEventRecord(stop));
-    BENCH_CUDA(cudaEventSynchronize(stop));
+    CACHESTORE_CHECK_CUDA(cudaEventRecord(stop));
+    CACHESTORE_CHECK_CUDA(cudaEventSynchronize(stop));
     float ms = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    CACHESTORE_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
     if (i >= 2) samples.push_back(ms);
   }
   p.copy_gbps = 2.0 * bytes / (median(samples) * 1e-3) / 1e9;
-  BENCH_CUDA(cudaEventDestroy(start));
-  BENCH_CUDA(cudaEventDestroy(stop));
+  CACHESTORE_CHECK_CUDA(cudaEventDestroy(start));
+  CACHESTORE_CHECK_CUDA(cudaEventDestroy(stop));
 }
 
 // Slots for `sets` input sets of n rows each: decode = distinct random slots of the cache;
@@ -173,7 +165,7 @@ void make_slots(Slots pattern, int64_t n, int sets, int64_t capacity, uint32_t s
                      out[i] = prefill ? src[(set * ((n + kPage - 1) / kPage) + row / kPage) % count] * kPage + row % kPage
                                       : src[i % count];
                    });
-  BENCH_CUDA(cudaGetLastError());
+  CACHESTORE_CHECK_CUDA(cudaGetLastError());
 }
 
 struct Row {
@@ -276,16 +268,16 @@ Status issue(const Row& r, int set, int64_t set_elems, cudaStream_t stream) {
 class Sampler {
  public:
   Sampler(const Row& r, int sets, int64_t set_elems) : row_(r), sets_(sets), set_elems_(set_elems) {
-    BENCH_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    BENCH_CUDA(cudaEventCreate(&start_));
-    BENCH_CUDA(cudaEventCreate(&stop_));
+    CACHESTORE_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CACHESTORE_CHECK_CUDA(cudaEventCreate(&start_));
+    CACHESTORE_CHECK_CUDA(cudaEventCreate(&stop_));
     if (r.mode == Mode::kGraph) {
       cudaGraph_t graph;
-      BENCH_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      CACHESTORE_CHECK_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       for (int node = 0; node < kNodesPerGraph && ok_; ++node) issue_node(node);
-      BENCH_CUDA(cudaStreamEndCapture(stream_, &graph));
-      if (ok_) BENCH_CUDA(cudaGraphInstantiate(&exec_, graph, 0));
-      BENCH_CUDA(cudaGraphDestroy(graph));
+      CACHESTORE_CHECK_CUDA(cudaStreamEndCapture(stream_, &graph));
+      if (ok_) CACHESTORE_CHECK_CUDA(cudaGraphInstantiate(&exec_, graph, 0));
+      CACHESTORE_CHECK_CUDA(cudaGraphDestroy(graph));
     }
   }
   ~Sampler() {
@@ -298,17 +290,17 @@ class Sampler {
   const std::string& error() const { return error_; }
 
   double sample() {
-    BENCH_CUDA(cudaEventRecord(start_, stream_));
+    CACHESTORE_CHECK_CUDA(cudaEventRecord(start_, stream_));
     if (row_.mode == Mode::kGraph) {
-      BENCH_CUDA(cudaGraphLaunch(exec_, stream_));
+      CACHESTORE_CHECK_CUDA(cudaGraphLaunch(exec_, stream_));
     } else {
       for (int i = 0; i < kStreamLaunches && ok_; ++i) issue_node(i);
     }
-    BENCH_CUDA(cudaEventRecord(stop_, stream_));
-    BENCH_CUDA(cudaEventSynchronize(stop_));
-    BENCH_CUDA(cudaGetLastError());
+    CACHESTORE_CHECK_CUDA(cudaEventRecord(stop_, stream_));
+    CACHESTORE_CHECK_CUDA(cudaEventSynchronize(stop_));
+    CACHESTORE_CHECK_CUDA(cudaGetLastError());
     float ms = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start_, stop_));
+    CACHESTORE_CHECK_CUDA(cudaEventElapsedTime(&ms, start_, stop_));
     return ms * 1e3 / (row_.mode == Mode::kGraph ? kNodesPerGraph : kStreamLaunches);
   }
 
@@ -355,7 +347,7 @@ void run_row(benchmark::State& state, Row r) {
   const int64_t capacity = mla ? p.mla_pages * kPage : bf16 ? p.bf16_slots : p.fp8_pages * kPage;
   make_slots(r.slots, r.n, sets, capacity, static_cast<uint32_t>(r.n * 31 + sets));
   const int32_t n32 = static_cast<int32_t>(r.n);
-  BENCH_CUDA(cudaMemcpy(thrust::raw_pointer_cast(p.count.data()), &n32, 4, cudaMemcpyHostToDevice));
+  CACHESTORE_CHECK_CUDA(cudaMemcpy(thrust::raw_pointer_cast(p.count.data()), &n32, 4, cudaMemcpyHostToDevice));
 
   // The store and its baseline, sampled alternately in this row: same inputs, slots, caches
   // and clocks, so the ratio is a same-run, same-moment ratio.
@@ -437,10 +429,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     cudaDeviceProp prop;
-    BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+    CACHESTORE_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
     int driver = 0, runtime = 0;
-    BENCH_CUDA(cudaDriverGetVersion(&driver));
-    BENCH_CUDA(cudaRuntimeGetVersion(&runtime));
+    CACHESTORE_CHECK_CUDA(cudaDriverGetVersion(&driver));
+    CACHESTORE_CHECK_CUDA(cudaRuntimeGetVersion(&runtime));
     DeviceInfo info;
     if (query_device(0, &info) != Status::kSuccess) {
       std::fprintf(stderr, "bench_store: %s\n", last_error_message());

@@ -11,20 +11,12 @@
 #include "cachestore/cachestore.h"
 #include "cachestore/layout.h"
 #include "kernels/store_kernels.cuh"
+#include "cuda_check.h"
 #include "naive_scatter.cuh"
 
 namespace {
 
 using namespace cachestore;
-
-#define PROBE_CUDA(expr)                                                             \
-  do {                                                                               \
-    const cudaError_t e_ = (expr);                                                   \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(e_));               \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
 
 __global__ void empty_kernel() {}
 
@@ -49,36 +41,29 @@ template <typename Launch>
 double per_node_us(Launch launch, cudaStream_t stream) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
-  PROBE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  CACHESTORE_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < 32; ++i) launch();
-  PROBE_CUDA(cudaStreamEndCapture(stream, &graph));
-  PROBE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CACHESTORE_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+  CACHESTORE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   cudaEvent_t start, stop;
-  PROBE_CUDA(cudaEventCreate(&start));
-  PROBE_CUDA(cudaEventCreate(&stop));
+  CACHESTORE_CHECK_CUDA(cudaEventCreate(&start));
+  CACHESTORE_CHECK_CUDA(cudaEventCreate(&stop));
   std::vector<double> us;
   for (int r = 0; r < 25; ++r) {
-    PROBE_CUDA(cudaEventRecord(start, stream));
-    PROBE_CUDA(cudaGraphLaunch(exec, stream));
-    PROBE_CUDA(cudaEventRecord(stop, stream));
-    PROBE_CUDA(cudaEventSynchronize(stop));
+    CACHESTORE_CHECK_CUDA(cudaEventRecord(start, stream));
+    CACHESTORE_CHECK_CUDA(cudaGraphLaunch(exec, stream));
+    CACHESTORE_CHECK_CUDA(cudaEventRecord(stop, stream));
+    CACHESTORE_CHECK_CUDA(cudaEventSynchronize(stop));
     float ms = 0;
-    PROBE_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    CACHESTORE_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
     if (r >= 5) us.push_back(ms * 1e3 / 32);
   }
-  PROBE_CUDA(cudaEventDestroy(start));
-  PROBE_CUDA(cudaEventDestroy(stop));
-  PROBE_CUDA(cudaGraphExecDestroy(exec));
-  PROBE_CUDA(cudaGraphDestroy(graph));
+  CACHESTORE_CHECK_CUDA(cudaEventDestroy(start));
+  CACHESTORE_CHECK_CUDA(cudaEventDestroy(stop));
+  CACHESTORE_CHECK_CUDA(cudaGraphExecDestroy(exec));
+  CACHESTORE_CHECK_CUDA(cudaGraphDestroy(graph));
   std::sort(us.begin(), us.end());
   return us[us.size() / 2];
-}
-
-template <typename T>
-T* alloc(size_t count) {
-  T* p = nullptr;
-  PROBE_CUDA(cudaMalloc(&p, count * sizeof(T)));
-  return p;
 }
 
 }  // namespace
@@ -91,25 +76,25 @@ int main() {
   }
   const int32_t page = 64;
   const int64_t pages = 4096, capacity = pages * page;
-  auto* in = alloc<uint16_t>(512 * 1024);
-  auto* slots = alloc<int64_t>(512);
-  auto* n = alloc<int32_t>(1);
-  auto* bf16_cache = alloc<uint16_t>(capacity * 128);
-  auto* fp8_cache = alloc<uint8_t>(pages * layout::index_k_fp8_min_page_stride(page, 128));
-  auto* v4_cache = alloc<uint8_t>(pages * layout::v4_min_page_stride(page));
-  auto* v32_cache = alloc<uint8_t>(pages * layout::v32_min_page_stride(page));
-  PROBE_CUDA(cudaMemset(in, 0x3c, 512 * 1024 * 2));
+  auto* in = test::device_alloc<uint16_t>(512 * 1024);
+  auto* slots = test::device_alloc<int64_t>(512);
+  auto* n = test::device_alloc<int32_t>(1);
+  auto* bf16_cache = test::device_alloc<uint16_t>(capacity * 128);
+  auto* fp8_cache = test::device_alloc<uint8_t>(pages * layout::index_k_fp8_min_page_stride(page, 128));
+  auto* v4_cache = test::device_alloc<uint8_t>(pages * layout::v4_min_page_stride(page));
+  auto* v32_cache = test::device_alloc<uint8_t>(pages * layout::v32_min_page_stride(page));
+  CACHESTORE_CHECK_CUDA(cudaMemset(in, 0x3c, 512 * 1024 * 2));
   std::vector<int64_t> host_slots(512);
   for (int i = 0; i < 512; ++i) host_slots[i] = (i * 7919 + 13) % capacity;
-  PROBE_CUDA(cudaMemcpy(slots, host_slots.data(), 512 * 8, cudaMemcpyHostToDevice));
+  CACHESTORE_CHECK_CUDA(cudaMemcpy(slots, host_slots.data(), 512 * 8, cudaMemcpyHostToDevice));
   cudaStream_t s;
-  PROBE_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CACHESTORE_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const auto* k4 = reinterpret_cast<const uint4*>(in);
   auto* c4 = reinterpret_cast<uint4*>(bf16_cache);
 
   for (int64_t rows : {1, 32, 512}) {
     const int32_t n_host = static_cast<int32_t>(rows);
-    PROBE_CUDA(cudaMemcpy(n, &n_host, 4, cudaMemcpyHostToDevice));
+    CACHESTORE_CHECK_CUDA(cudaMemcpy(n, &n_host, 4, cudaMemcpyHostToDevice));
     const unsigned blocks = static_cast<unsigned>((rows * 16 + 255) / 256);
     IndexKBf16Params bf16;
     bf16.batch = {rows, n, nullptr};
@@ -168,6 +153,6 @@ int main() {
                   per_node_us([&] { fused_store_cache(v4_index, s); }, s));
     }
   }
-  PROBE_CUDA(cudaGetLastError());
+  CACHESTORE_CHECK_CUDA(cudaGetLastError());
   return 0;
 }

@@ -10,27 +10,12 @@
 #include <random>
 #include <vector>
 
+#include "cuda_check.h"
 #include "naive_scatter.cuh"
 
 namespace {
 
 constexpr int64_t kBatch = 32, kDim = 128, kSlots = 4096;
-
-#define CHECK_CUDA(expr)                                                              \
-  do {                                                                                \
-    const cudaError_t err_ = (expr);                                                  \
-    if (err_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(err_));              \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
-
-template <typename T>
-T* device_alloc(size_t count) {
-  T* p = nullptr;
-  CHECK_CUDA(cudaMalloc(&p, count * sizeof(T)));
-  return p;
-}
 
 }  // namespace
 
@@ -41,24 +26,24 @@ int main() {
     return 2;
   }
   cudaDeviceProp prop;
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  CACHESTORE_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
 
-  auto* k = device_alloc<uint16_t>(kBatch * kDim);
-  auto* slots = device_alloc<int64_t>(kBatch);
-  auto* n = device_alloc<int32_t>(1);
-  uint16_t* caches[2] = {device_alloc<uint16_t>(kSlots * kDim), device_alloc<uint16_t>(kSlots * kDim)};
-  for (uint16_t* c : caches) CHECK_CUDA(cudaMemset(c, 0, kSlots * kDim * 2));
+  auto* k = cachestore::test::device_alloc<uint16_t>(kBatch * kDim);
+  auto* slots = cachestore::test::device_alloc<int64_t>(kBatch);
+  auto* n = cachestore::test::device_alloc<int32_t>(1);
+  uint16_t* caches[2] = {cachestore::test::device_alloc<uint16_t>(kSlots * kDim), cachestore::test::device_alloc<uint16_t>(kSlots * kDim)};
+  for (uint16_t* c : caches) CACHESTORE_CHECK_CUDA(cudaMemset(c, 0, kSlots * kDim * 2));
 
   // Two graphs captured at B = 32: the naive scatter (cache 0) and the guarded store (cache 1).
   cudaStream_t stream;
-  CHECK_CUDA(cudaStreamCreate(&stream));
+  CACHESTORE_CHECK_CUDA(cudaStreamCreate(&stream));
   cudaGraphExec_t exec[2];
   for (int g = 0; g < 2; ++g) {
     cudaGraph_t graph;
-    CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    CACHESTORE_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     if (g == 0) {
-      CHECK_CUDA(cachestore::test::naive_scatter(k, slots, caches[0], kBatch, kDim, kSlots, stream));
+      CACHESTORE_CHECK_CUDA(cachestore::test::naive_scatter(k, slots, caches[0], kBatch, kDim, kSlots, stream));
     } else {
       cachestore::IndexKBf16Params p;
       p.batch = {kBatch, n, nullptr};
@@ -75,9 +60,9 @@ int main() {
         return 1;
       }
     }
-    CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-    CHECK_CUDA(cudaGraphInstantiate(&exec[g], graph, 0));
-    CHECK_CUDA(cudaGraphDestroy(graph));
+    CACHESTORE_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+    CACHESTORE_CHECK_CUDA(cudaGraphInstantiate(&exec[g], graph, 0));
+    CACHESTORE_CHECK_CUDA(cudaGraphDestroy(graph));
   }
 
   // Expected cache: what the real tokens wrote. Each step n real tokens get fresh slots; the
@@ -99,15 +84,15 @@ int main() {
     for (int64_t r = 0; r < real; ++r) step_slots[r] = free_slots[next++];
     for (int64_t r = 0; r < real; ++r)
       std::memcpy(&expected[step_slots[r] * kDim], &rows[r * kDim], kDim * 2);
-    CHECK_CUDA(cudaMemcpy(k, rows.data(), rows.size() * 2, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(slots, step_slots.data(), kBatch * 8, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(n, &real, 4, cudaMemcpyHostToDevice));
-    for (int g = 0; g < 2; ++g) CHECK_CUDA(cudaGraphLaunch(exec[g], stream));
-    CHECK_CUDA(cudaStreamSynchronize(stream));
+    CACHESTORE_CHECK_CUDA(cudaMemcpy(k, rows.data(), rows.size() * 2, cudaMemcpyHostToDevice));
+    CACHESTORE_CHECK_CUDA(cudaMemcpy(slots, step_slots.data(), kBatch * 8, cudaMemcpyHostToDevice));
+    CACHESTORE_CHECK_CUDA(cudaMemcpy(n, &real, 4, cudaMemcpyHostToDevice));
+    for (int g = 0; g < 2; ++g) CACHESTORE_CHECK_CUDA(cudaGraphLaunch(exec[g], stream));
+    CACHESTORE_CHECK_CUDA(cudaStreamSynchronize(stream));
     std::printf("replay with %2d real tokens of %lld:", real, static_cast<long long>(kBatch));
     for (int g = 0; g < 2; ++g) {
       std::vector<uint16_t> cache(kSlots * kDim);
-      CHECK_CUDA(cudaMemcpy(cache.data(), caches[g], cache.size() * 2, cudaMemcpyDeviceToHost));
+      CACHESTORE_CHECK_CUDA(cudaMemcpy(cache.data(), caches[g], cache.size() * 2, cudaMemcpyDeviceToHost));
       int bad = 0;
       for (int64_t s = 0; s < kSlots; ++s)
         bad += std::memcmp(&cache[s * kDim], &expected[s * kDim], kDim * 2) != 0;
