@@ -104,8 +104,8 @@ int main() {
     bf16.cache = bf16_cache;
     bf16.cache_row_stride = 128;
     bf16.num_slots = capacity;
-    const kernels::GuardArgs guard{rows, n, nullptr, false};
-    const kernels::IndexKBf16Args args{{slots, -1, capacity}, in, 128, bf16_cache, 128, 16};
+    const kernels::GuardArgs guard{rows, n, nullptr, false, false};
+    const kernels::IndexKBf16Args args{{slots, -1, capacity, 0, 0}, in, 128, bf16_cache, 128, 16};
     std::printf("n = %lld (bf16, us per node)\n", static_cast<long long>(rows));
     std::printf("  empty kernel              %.3f\n", per_node_us([&] { empty_kernel<<<blocks, 256, 0, s>>>(); }, s));
     std::printf("  naive 1-D                 %.3f\n", per_node_us([&] { test::naive_scatter(in, slots, bf16_cache, rows, 128, capacity, s); }, s));

@@ -9,23 +9,37 @@ namespace {
 
 using detail::fail;
 
-template <MlaLayout kLayout>
+template <MlaLayout kLayout, typename SlotT, int kN>
 Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
                     const kernels::MlaArgs& kv, const kernels::IndexKFp8Args& index,
                     cudaStream_t stream) {
+  // A row's KV record takes 512 / kN lanes: halve the rows per block at 8 values per lane so
+  // that the block stays within kMaxBlockThreads.
+  constexpr int32_t kWarpsPerRow = kernels::kMlaRowLanes<kN> / 32;
   const int32_t rows = detail::rows_per_block(p.batch.num_tokens, arch.policy.mla_min_rows,
-                                              arch.policy.mla_rows_per_block, arch.sm_count);
+                                              arch.policy.mla_rows_per_block / kWarpsPerRow,
+                                              arch.sm_count);
   const int32_t index_warps =
       p.index_k == nullptr ? 0 : (rows * (1 << index.lanes_log2) + 31) / 32;
   dim3 grid;
   CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows, &grid));
-  const dim3 block(32, rows + index_warps);
+  const dim3 block(32, rows * kWarpsPerRow + index_warps);
   const bool pdl = p.launch.enable_pdl && arch.pdl;
-  return p.kv_slots.type == SlotType::kInt32
-             ? detail::launch_store(kernels::fused_store_kernel<kLayout, int32_t>, grid, block,
-                                    stream, pdl, detail::guard_args(p.batch, pdl), kv, index, rows)
-             : detail::launch_store(kernels::fused_store_kernel<kLayout, int64_t>, grid, block,
-                                    stream, pdl, detail::guard_args(p.batch, pdl), kv, index, rows);
+  return detail::launch_store(kernels::fused_store_kernel<kLayout, SlotT, kN>, grid, block,
+                              stream, pdl, detail::guard_args(p.batch, pdl, grid, arch), kv,
+                              index, rows);
+}
+
+template <MlaLayout kLayout>
+Status launch_fused_for_layout(const FusedStoreParams& p, const detail::ArchInfo& arch,
+                               const kernels::MlaArgs& kv, const kernels::IndexKFp8Args& index,
+                               int32_t values, cudaStream_t stream) {
+  const bool i32 = p.kv_slots.type == SlotType::kInt32;
+  if (values == 8)
+    return i32 ? launch_fused<kLayout, int32_t, 8>(p, arch, kv, index, stream)
+               : launch_fused<kLayout, int64_t, 8>(p, arch, kv, index, stream);
+  return i32 ? launch_fused<kLayout, int32_t, 16>(p, arch, kv, index, stream)
+             : launch_fused<kLayout, int64_t, 16>(p, arch, kv, index, stream);
 }
 
 }  // namespace
@@ -34,6 +48,8 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
   CACHESTORE_RETURN_IF_ERROR(detail::check_batch(p.batch));
   CACHESTORE_RETURN_IF_ERROR(detail::check_slots(p.kv_slots, p.batch.num_tokens, "kv_slots"));
   CACHESTORE_RETURN_IF_ERROR(detail::check_mla_cache(p.kv_cache, "kv_cache"));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_owner(
+      p.kv_slots, p.kv_cache.num_pages * p.kv_cache.page_size, "kv_slots"));
   const bool v4 = p.kv_cache.layout == MlaLayout::kV4;
   const int64_t nope_dim = v4 ? layout::kV4NopeDim : layout::kV32NopeDim;
   CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.nope, p.nope_row_stride,
@@ -48,6 +64,8 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
       return fail(Status::kErrorNotSupported,
                   "index_slots.type must equal kv_slots.type (one kernel reads both)");
     CACHESTORE_RETURN_IF_ERROR(detail::check_index_k_fp8_cache(p.index_cache, "index_cache"));
+    CACHESTORE_RETURN_IF_ERROR(detail::check_owner(
+        p.index_slots, p.index_cache.num_pages * p.index_cache.page_size, "index_slots"));
     CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.index_k, p.index_k_row_stride,
                                                        p.batch.num_tokens, p.index_cache.head_dim,
                                                        "index_k", "index_k_row_stride"));
@@ -57,6 +75,7 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
   if (p.batch.num_tokens == 0) return detail::succeed();
 
   const MlaCache& c = p.kv_cache;
+  const int32_t values = detail::values_per_lane(p.batch.num_tokens);
   const kernels::MlaArgs kv{detail::slot_args(p.kv_slots, c.num_pages * c.page_size),
                             static_cast<const uint16_t*>(p.nope),
                             p.nope_row_stride,
@@ -69,9 +88,9 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
       p.index_k == nullptr
           ? kernels::IndexKFp8Args{}
           : detail::index_k_fp8_args(p.index_slots, p.index_k, p.index_k_row_stride,
-                                     p.index_cache);
-  return v4 ? launch_fused<MlaLayout::kV4>(p, arch, kv, index, stream)
-            : launch_fused<MlaLayout::kV32>(p, arch, kv, index, stream);
+                                     p.index_cache, values);
+  return v4 ? launch_fused_for_layout<MlaLayout::kV4>(p, arch, kv, index, values, stream)
+            : launch_fused_for_layout<MlaLayout::kV32>(p, arch, kv, index, values, stream);
 }
 
 }  // namespace cachestore

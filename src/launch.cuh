@@ -43,12 +43,31 @@ inline Status grid_for_rows(int64_t rows, int64_t rows_per_block, dim3* grid) {
   return Status::kSuccess;
 }
 
-inline kernels::GuardArgs guard_args(const Batch& batch, bool pdl) {
-  return {batch.num_tokens, batch.num_tokens_non_padded, batch.diagnostics, pdl};
+// Quantizing kernels: 8 values per lane up to this many rows (decode sizes: the chain after
+// the loads is the latency), 16 above (large batches: half the lanes for the same bytes).
+inline constexpr int64_t kSmallBatchRows = 1024;
+inline int32_t values_per_lane(int64_t num_tokens) {
+  return num_tokens <= kSmallBatchRows ? 8 : 16;
 }
 
-inline kernels::SlotArgs slot_args(const SlotMapping& slots, int64_t capacity) {
-  return {slots.data, slots.reserved_slot, capacity};
+// With PDL, a grid of at most one block per SM fits in one wave: its threads trigger at the top
+// (see begin_store). Larger grids release their dependents by exiting.
+inline kernels::GuardArgs guard_args(const Batch& batch, bool pdl, const dim3& grid,
+                                     const ArchInfo& arch) {
+  return {batch.num_tokens, batch.num_tokens_non_padded, batch.diagnostics, pdl,
+          pdl && static_cast<int64_t>(grid.x) * grid.y * grid.z <= arch.sm_count};
+}
+
+// A paged cache's slots: the capacity of all owners together and the owner's page filter
+// (check_owner has validated both fields and the product).
+inline kernels::SlotArgs slot_args(const SlotMapping& slots, int64_t local_capacity) {
+  return {slots.data, slots.reserved_slot, local_capacity * slots.owner_size,
+          log2_exact(slots.owner_size), slots.owner_rank};
+}
+
+// The flat bf16 index-K cache has no pages: sharding does not apply.
+inline kernels::SlotArgs flat_slot_args(const SlotMapping& slots, int64_t capacity) {
+  return {slots.data, slots.reserved_slot, capacity, 0, 0};
 }
 
 // The index-K kernels: one row on `lanes` lanes (blockDim.x), rows per block from the policy and
@@ -60,29 +79,31 @@ Status launch_index_k(void (*kernel_i32)(kernels::GuardArgs, Args),
                       int32_t lanes, const Args& args, cudaStream_t stream) {
   const int32_t rows = rows_per_block(batch.num_tokens,
                                       std::max(1, arch.policy.min_block_threads / lanes),
-                                      arch.policy.block_threads / lanes, arch.sm_count);
+                                      std::max(1, arch.policy.block_threads / lanes),
+                                      arch.sm_count);
   dim3 grid;
   CACHESTORE_RETURN_IF_ERROR(grid_for_rows(batch.num_tokens, rows, &grid));
   const bool pdl = launch.enable_pdl && arch.pdl;
   return launch_store(slot_type == SlotType::kInt32 ? kernel_i32 : kernel_i64, grid,
-                      dim3(lanes, rows), stream, pdl, guard_args(batch, pdl), args);
+                      dim3(lanes, rows), stream, pdl, guard_args(batch, pdl, grid, arch), args);
 }
 
-// Lanes per fp8 index-K row: 8 per 128-value block, rounded up to a power of two.
-inline int32_t index_k_fp8_lanes_log2(int32_t head_dim) {
-  int32_t log2 = 3;
-  while ((1 << log2) * 16 < head_dim) ++log2;
+// Lanes per fp8 index-K row at `values_per_lane` values a lane, rounded up to a power of two.
+inline int32_t index_k_fp8_lanes_log2(int32_t head_dim, int32_t values_per_lane) {
+  int32_t log2 = 0;
+  while ((1 << log2) * values_per_lane < head_dim) ++log2;
   return log2;
 }
 
 inline kernels::IndexKFp8Args index_k_fp8_args(const SlotMapping& slots, const void* k,
-                                               int64_t k_row_stride, const IndexKFp8Cache& cache) {
+                                               int64_t k_row_stride, const IndexKFp8Cache& cache,
+                                               int32_t values_per_lane) {
   return {slot_args(slots, cache.num_pages * cache.page_size),
           static_cast<const uint16_t*>(k),
           k_row_stride,
           {static_cast<uint8_t*>(cache.data), cache.page_stride_bytes, log2_exact(cache.page_size)},
           cache.head_dim,
-          index_k_fp8_lanes_log2(cache.head_dim),
+          index_k_fp8_lanes_log2(cache.head_dim, values_per_lane),
           cache.scale_rule};
 }
 

@@ -27,7 +27,7 @@ Status store_index_k_bf16(const IndexKBf16Params& p, cudaStream_t stream) {
   const int32_t vecs_per_row = p.head_dim / 8;
   int32_t lanes = 1;
   while (lanes < vecs_per_row && lanes < 32) lanes *= 2;
-  const kernels::IndexKBf16Args args{detail::slot_args(p.slots, p.num_slots),
+  const kernels::IndexKBf16Args args{detail::flat_slot_args(p.slots, p.num_slots),
                                      static_cast<const uint16_t*>(p.k), p.k_row_stride,
                                      static_cast<uint16_t*>(p.cache), p.cache_row_stride,
                                      vecs_per_row};
@@ -40,17 +40,26 @@ Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
   CACHESTORE_RETURN_IF_ERROR(detail::check_batch(p.batch));
   CACHESTORE_RETURN_IF_ERROR(detail::check_slots(p.slots, p.batch.num_tokens, "slots"));
   CACHESTORE_RETURN_IF_ERROR(detail::check_index_k_fp8_cache(p.cache, "cache"));
+  CACHESTORE_RETURN_IF_ERROR(
+      detail::check_owner(p.slots, p.cache.num_pages * p.cache.page_size, "slots"));
   CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.k, p.k_row_stride, p.batch.num_tokens,
                                                      p.cache.head_dim, "k", "k_row_stride"));
   detail::ArchInfo arch{};
   CACHESTORE_RETURN_IF_ERROR(detail::current_arch(&arch));
   if (p.batch.num_tokens == 0) return detail::succeed();
 
+  const int32_t values = detail::values_per_lane(p.batch.num_tokens);
   const kernels::IndexKFp8Args args =
-      detail::index_k_fp8_args(p.slots, p.k, p.k_row_stride, p.cache);
-  return detail::launch_index_k(kernels::index_k_fp8_kernel<int32_t>,
-                                kernels::index_k_fp8_kernel<int64_t>, p.batch, p.slots.type,
-                                p.launch, arch, 1 << args.lanes_log2, args, stream);
+      detail::index_k_fp8_args(p.slots, p.k, p.k_row_stride, p.cache, values);
+  return values == 8
+             ? detail::launch_index_k(kernels::index_k_fp8_kernel<int32_t, 8>,
+                                      kernels::index_k_fp8_kernel<int64_t, 8>, p.batch,
+                                      p.slots.type, p.launch, arch, 1 << args.lanes_log2, args,
+                                      stream)
+             : detail::launch_index_k(kernels::index_k_fp8_kernel<int32_t, 16>,
+                                      kernels::index_k_fp8_kernel<int64_t, 16>, p.batch,
+                                      p.slots.type, p.launch, arch, 1 << args.lanes_log2, args,
+                                      stream);
 }
 
 }  // namespace cachestore

@@ -123,7 +123,7 @@ TEST_P(ConversionTest, HostCompiledReferenceAgrees) {
   EXPECT_EQ(mismatches, 0);
 }
 
-// The kernels' branch-free quotient (Bf16x16::to_e4m3_divided) against IEEE division, for
+// The kernels' branch-free quotient (Bf16Vals::to_e4m3_divided) against IEEE division, for
 // every pair the amax rules can produce: x any bf16 pattern, s the index-K or V3.2 amax-rule
 // scale of any bf16 amax a >= |x| (a = +Inf included), NaN x included. What must agree is the
 // e4m3 byte stored; the fp32 quotients must agree too wherever e4m3 can tell them apart
@@ -138,8 +138,8 @@ __global__ void quotient_kernel(uint32_t amax_stride, Mismatches* out) {
     if (!(fabsf(x) <= amax) && !isnan(x)) continue;
     for (int rule = 0; rule < 2; ++rule) {
       const float s = scales[rule];
-      const float fast = rule == 0 ? kernels::Bf16x16::quotient<false>(x, s, __frcp_rn(s))
-                                   : kernels::Bf16x16::quotient<true>(x, s, __frcp_rn(s));
+      const float fast = rule == 0 ? kernels::amax_rule_quotient<false>(x, s)
+                                   : kernels::amax_rule_quotient<true>(x, s);
       const float ieee = __fdiv_rn(x, s);
       const auto e4m3 = [](float q) {
         return __nv_cvt_float2_to_fp8x2(make_float2(q, q), __NV_SATFINITE, __NV_E4M3) & 0xff;

@@ -31,4 +31,23 @@ CACHESTORE_HOST_DEVICE constexpr RowVerdict classify_row(int64_t row, int64_t n,
                                                          : RowVerdict::kSkip;
 }
 
+// Page-owner sharding (context parallel): page g of the global slot space lives on owner
+// g % owner_size (owner_size = 2^owner_log2), at its local page g / owner_size. owner_log2 = 0
+// (one owner) owns every page.
+CACHESTORE_HOST_DEVICE constexpr bool owns_page(int64_t page, int32_t owner_log2,
+                                                int32_t owner_rank) {
+  return (page & ((int64_t{1} << owner_log2) - 1)) == owner_rank;
+}
+
+// The full verdict with sharding, as the kernels apply it: `capacity` is the capacity of all
+// owners together (local capacity * owner_size); a row on another owner's page is skipped and
+// not counted, whatever its slot.
+CACHESTORE_HOST_DEVICE constexpr RowVerdict classify_owned_row(int64_t row, int64_t n, int64_t slot,
+                                                               int64_t page, int64_t reserved,
+                                                               int64_t capacity, int32_t owner_log2,
+                                                               int32_t owner_rank) {
+  const RowVerdict verdict = classify_row(row, n, slot, reserved, capacity);
+  return owns_page(page, owner_log2, owner_rank) ? verdict : RowVerdict::kSkip;
+}
+
 }  // namespace cachestore::detail

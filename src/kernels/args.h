@@ -12,18 +12,42 @@ struct GuardArgs {
   const int32_t* n_ptr;         // device [1] or nullptr (all rows real)
   Diagnostics* diagnostics;     // device or nullptr
   bool pdl;                     // launched as a programmatic dependent (sm_90+ images only)
+  bool early_trigger;           // with pdl: every thread triggers at the top (one-wave grids)
 };
 
 struct SlotArgs {
   const void* data;             // device [num_tokens] SlotT
   int64_t reserved;             // < 0: none
-  int64_t capacity;             // slots
+  int64_t capacity;             // slots of all owners together: local capacity * owner_size
+  int32_t owner_log2;           // page-owner sharding: log2(owner_size), 0 = off
+  int32_t owner_rank;           // pages g with g % owner_size == owner_rank are this cache's
 };
 
 struct PagedCacheArgs {
   uint8_t* data;                // device [num_pages, page_stride] bytes
   int64_t page_stride;          // bytes
   int32_t page_shift;           // log2(page size)
+};
+
+// n / d and n % d for 32-bit n by a divisor fixed at launch (Granlund-Montgomery, as CUTLASS's
+// FastDivmod): q = (umulhi(n, m) + n) >> l, l = ceil(log2 d), m = 2^32 (2^l - d) / d + 1. A
+// power of two has m = 0, so its quotient is the shift n >> l.
+struct FastDivmod {
+  uint32_t divisor;
+  uint32_t multiplier;
+  uint32_t shift;
+
+  static FastDivmod make(uint32_t d) {
+    uint32_t l = 0;
+    while ((uint64_t{1} << l) < d) ++l;
+    const uint64_t m = ((uint64_t{1} << 32) * ((uint64_t{1} << l) - d)) / d + 1;
+    return {d, (d & (d - 1)) == 0 ? 0u : static_cast<uint32_t>(m), l};
+  }
+#if defined(__CUDACC__)
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+    return static_cast<uint32_t>((static_cast<uint64_t>(__umulhi(n, multiplier)) + n) >> shift);
+  }
+#endif
 };
 
 struct IndexKBf16Args {
@@ -41,7 +65,7 @@ struct IndexKFp8Args {
   int64_t k_row_stride;
   PagedCacheArgs cache;         // 132-byte indexer layout
   int32_t head_dim;             // D, multiple of 128, <= 512
-  int32_t lanes_log2;           // log2 of the lanes per token: next_pow2(D / 16)
+  int32_t lanes_log2;           // log2 of the lanes per token: next_pow2(D / values per lane)
   ScaleRule rule;
 };
 
@@ -53,6 +77,30 @@ struct MlaArgs {
   int64_t rope_row_stride;
   PagedCacheArgs cache;         // V4 or V3.2 layout (template parameter of the kernel)
   ScaleRule rule;               // V3.2 only
+};
+
+// One side (K or V) of store_paged_kv.
+struct KvSideArgs {
+  const uint16_t* src;          // [num_tokens, H, D] bf16 | fp16
+  int64_t token_stride;         // elements
+  int64_t head_stride;          // elements
+  uint8_t* cache;               // elements of the cache type (2 bytes auto, 1 byte fp8)
+  int64_t page_stride;          // elements
+  int64_t entry_stride;
+  int64_t cache_head_stride;
+  const float* scale;           // fp8 only
+  int32_t scale_stride;         // 0 or 1
+  FastDivmod vecs_per_head;     // D / 8: a vector index -> (head, vector in head)
+};
+
+struct PagedKvArgs {
+  SlotArgs slots;
+  KvSideArgs k;
+  KvSideArgs v;
+  int32_t k_vecs;               // H * Dk / 8: vectors j < k_vecs are K's
+  int32_t vecs_per_token;       // k_vecs + H * Dv / 8
+  int32_t page_shift;           // P = 2^page_shift, or -1: page_div
+  FastDivmod page_div;          // P, when not a power of two (global capacity <= 2^32)
 };
 
 }  // namespace cachestore::kernels

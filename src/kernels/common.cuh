@@ -7,6 +7,8 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "detail/guard.h"
 #include "detail/scale_rules.h"
 #include "kernels/args.h"
@@ -14,21 +16,21 @@
 namespace cachestore::kernels {
 
 // The count, the slots and the inputs may be written by the previous kernel in the stream:
-// with PDL, wait for it before the first read. Dependents may launch as soon as every block
-// has started (block 0 triggers, the others trigger by exiting): one trigger per launch, not
-// one per block, so PDL costs no block throughput. Their own griddepcontrol.wait still waits
-// for this grid to complete and flush, so the early trigger never exposes partial writes.
-// Without PDL (guard.pdl false, or an image without griddepcontrol) neither instruction runs.
+// with PDL, wait for it before the first read. Dependents launch once every block of this grid
+// has triggered or exited, and a block counts as triggered only when all its threads have
+// (one thread's trigger releases nothing early). A grid that fits in one wave (guard.early_trigger,
+// decided by the launcher) triggers from every thread at the top, so the next node's launch
+// overlaps this one; a larger grid releases by exiting, because dependents launched early would
+// take SM slots from its remaining blocks. Their own griddepcontrol.wait still waits for this
+// grid to complete and flush, so an early trigger never exposes partial writes. Without PDL
+// (guard.pdl false, or an image without griddepcontrol) neither instruction runs.
 __device__ __forceinline__ void begin_store(const GuardArgs& guard) {
-  const bool first_thread = blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (guard.pdl) {
+    if (guard.early_trigger) cudaTriggerProgrammaticLaunchCompletion();
     cudaGridDependencySynchronize();
-    if (first_thread) cudaTriggerProgrammaticLaunchCompletion();
   }
 #endif
-  if (first_thread && guard.n_ptr != nullptr && guard.diagnostics != nullptr && *guard.n_ptr < 0)
-    atomicAdd(&guard.diagnostics->negative_token_counts, 1ull);
 }
 
 // The count as read; classify_row needs no clamp (see guard.h).
@@ -41,15 +43,39 @@ __device__ __forceinline__ int64_t load_slot(const SlotArgs& slots, int64_t row)
   return static_cast<const SlotT*>(slots.data)[row];
 }
 
-// The guard. `leader` is one thread of the row's group: it counts an out-of-range slot.
+// The guard, with page-owner sharding (DESIGN.md): the verdict on the global slot against the
+// capacity of all owners together (slots.capacity = local capacity * owner_size), then a row on
+// another owner's page is skipped, not counted. `leader` is one thread of the row's group: it
+// counts an out-of-range slot, and (when `count_negative`, row 0) a negative n, once per launch.
+// The negative-n check runs here, on the count the row loaded anyway: a separate load at the
+// top of the kernel put a whole memory latency in front of warp 0's loads.
 __device__ __forceinline__ bool row_is_stored(const GuardArgs& guard, const SlotArgs& slots,
-                                              int64_t row, int64_t n, int64_t slot, bool leader) {
-  const detail::RowVerdict verdict =
-      detail::classify_row(row, n, slot, slots.reserved, slots.capacity);
-  if (verdict == detail::RowVerdict::kOutOfRange && leader && guard.diagnostics != nullptr)
-    atomicAdd(&guard.diagnostics->out_of_range_slots, 1ull);
+                                              int64_t row, int64_t n, int64_t slot,
+                                              int64_t page, bool leader,
+                                              bool count_negative = true) {
+  const detail::RowVerdict verdict = detail::classify_owned_row(
+      row, n, slot, page, slots.reserved, slots.capacity, slots.owner_log2, slots.owner_rank);
+  if (leader && guard.diagnostics != nullptr) {
+    if (verdict == detail::RowVerdict::kOutOfRange)
+      atomicAdd(&guard.diagnostics->out_of_range_slots, 1ull);
+    if (count_negative && row == 0 && n < 0)
+      atomicAdd(&guard.diagnostics->negative_token_counts, 1ull);
+  }
   return verdict == detail::RowVerdict::kStore;
 }
+
+// Where a stored row lands, for the power-of-two page sizes: page in this owner's cache and
+// offset in the page.
+struct PagePosition {
+  int64_t global_page;
+  int64_t local_page;
+  int64_t in_page;
+
+  __device__ __forceinline__ PagePosition(int64_t slot, int32_t page_shift, const SlotArgs& slots)
+      : global_page(slot >> page_shift),
+        local_page(global_page >> slots.owner_log2),
+        in_page(slot & ((int64_t{1} << page_shift) - 1)) {}
+};
 
 __device__ __forceinline__ uint4 load_vec(const uint16_t* p) {
   return *reinterpret_cast<const uint4*>(p);
@@ -58,28 +84,76 @@ __device__ __forceinline__ void store_vec(uint8_t* p, const uint4& v) {
   *reinterpret_cast<uint4*>(p) = v;
 }
 
-// 16 bf16 values (two 16-byte vectors) decoded to fp32, and their amax.
-struct Bf16x16 {
-  float v[16];
+// kN e4m3 bytes: one 8- or 16-byte vector.
+template <int kN>
+using E4m3Bytes = std::conditional_t<kN == 8, uint2, uint4>;
 
-  __device__ __forceinline__ Bf16x16(const uint4& lo, const uint4& hi) {
-    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+// x / s given r = 1/s correctly rounded: a product and one fma residual correction
+// (Markstein). Its e4m3 byte equals that of IEEE division for every (bf16 x, scale s) pair with
+// |x| <= amax that the amax rules produce, checked exhaustively in gpu_conversion_test, for
+// s >= 2^-64 (below, the residual can underflow). s = Inf (an Inf input): x * 0 is exactly x / Inf,
+// and the selected zero product keeps its sign, which the correction would lose.
+__device__ __forceinline__ float markstein_quotient(float x, float s, float r) {
+  const float q = x * r;
+  const float corrected = fmaf(fmaf(-q, s, x), r, q);
+  return q == 0.0f ? q : corrected;
+}
+
+// x / s with the value IEEE division gives, for a scale s in [2^-64, 2^64] and any x (bf16 or
+// fp16 decoded): Markstein as above, plus the two cases where the product alone is the quotient
+// as far as a saturating fp8 conversion can tell: a zero product (keeps its sign) and an
+// overflowing one (x / s overflows or lies within one rounding of FLT_MAX: both saturate; the
+// residual would make NaN of the Inf). Outside that scale range the callers divide.
+// Checked against __fdiv_rn for every bf16 and fp16 x (gpu_conversion_test).
+__device__ __forceinline__ float scaled_quotient(float x, float s, float r) {
+  const float q = x * r;
+  const float corrected = fmaf(fmaf(-q, s, x), r, q);
+  return q == 0.0f || isinf(q) ? q : corrected;
+}
+__device__ __forceinline__ bool scaled_quotient_applies(float s) {
+  return s >= 0x1p-64f && s <= 0x1p64f;  // false for NaN
+}
+
+// kN bf16 values (kN / 8 16-byte vectors) decoded to fp32, and their amax. kN = 16 for large
+// batches (fewer lanes, bandwidth), 8 for decode-size batches, where the latency of the chain
+// after the loads is the cost and idle lanes are free.
+template <int kN>
+struct Bf16Vals {
+  static_assert(kN == 8 || kN == 16, "8 or 16 values per lane");
+  static constexpr int kVecs = kN / 8;
+  uint4 raw[kVecs];
+  float v[kN];
+
+  __device__ __forceinline__ explicit Bf16Vals(const uint16_t* src, bool active = true) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      v[2 * i] = detail::bf16_bits_to_float(static_cast<uint16_t>(w[i] & 0xffffu));
-      v[2 * i + 1] = detail::bf16_bits_to_float(static_cast<uint16_t>(w[i] >> 16));
+    for (int i = 0; i < kVecs; ++i) raw[i] = active ? load_vec(src + 8 * i) : uint4{};
+  }
+
+  // Decoding is separate from loading so that it runs after the count and slot loads issue.
+  __device__ __forceinline__ void decode() {
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const uint32_t w[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        v[8 * i + 2 * j] = detail::bf16_bits_to_float(static_cast<uint16_t>(w[j] & 0xffffu));
+        v[8 * i + 2 * j + 1] = detail::bf16_bits_to_float(static_cast<uint16_t>(w[j] >> 16));
+      }
     }
   }
 
-  // max |x| of the 16 values, on the packed bf16 pairs: exact (max picks one of the values)
-  // and as NaN-ignoring as fmaxf (__hmax2 returns the other operand of a NaN).
-  __device__ __forceinline__ static float amax(const uint4& lo, const uint4& hi) {
-    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    __nv_bfloat162 m[8];
+  // max |x| of the values, on the packed bf16 pairs: exact (max picks one of the values) and as
+  // NaN-ignoring as fmaxf (__hmax2 returns the other operand of a NaN).
+  __device__ __forceinline__ float amax() const {
+    __nv_bfloat162 m[kN / 2];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) m[i] = __habs2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
+    for (int i = 0; i < kVecs; ++i) {
+      const uint32_t w[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
 #pragma unroll
-    for (int stride = 4; stride > 0; stride /= 2)
+      for (int j = 0; j < 4; ++j) m[4 * i + j] = __habs2(*reinterpret_cast<const __nv_bfloat162*>(&w[j]));
+    }
+#pragma unroll
+    for (int stride = kN / 4; stride > 0; stride /= 2)
 #pragma unroll
       for (int i = 0; i < stride; ++i) m[i] = __hmax2(m[i], m[i + stride]);
     return fmaxf(fmaxf(__low2float(m[0]), __high2float(m[0])), 0.0f);
@@ -87,52 +161,49 @@ struct Bf16x16 {
 
   // e4m3(x * factor), packed in memory order: satfinite, round to nearest even
   // (cvt.rn.satfinite.e4m3x2.f32).
-  __device__ __forceinline__ uint4 to_e4m3_times(float factor) const {
-    float q[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) q[i] = v[i] * factor;
-    return pack_e4m3(q);
+  __device__ __forceinline__ E4m3Bytes<kN> to_e4m3_times(float factor) const {
+    return pack_e4m3([factor](float x) { return x * factor; });
   }
 
-  // e4m3(x / s), with the byte IEEE division would give; see quotient().
+  // e4m3(x / s), with the byte IEEE division would give. The quotient is branch-free per value;
+  // the one range decision (kTinyScales: s < 2^-64, possible only for the V3.2 amax rule
+  // max(amax / 448, FLT_MIN), a tile amax under 2.4e-17) is taken once for the lane's tile,
+  // not once per value: per-value checks made 16 branch-and-reconverge regions that ran the
+  // quotients one after another.
   template <bool kTinyScales>
-  __device__ __forceinline__ uint4 to_e4m3_divided(float s) const {
+  __device__ __forceinline__ E4m3Bytes<kN> to_e4m3_divided(float s) const {
+    if (kTinyScales && s < 0x1p-64f) return pack_e4m3([s](float x) { return __fdiv_rn(x, s); });
     const float r = __frcp_rn(s);
-    float q[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) q[i] = quotient<kTinyScales>(v[i], s, r);
-    return pack_e4m3(q);
+    return pack_e4m3([s, r](float x) { return markstein_quotient(x, s, r); });
   }
 
-  // x / s given r = 1/s correctly rounded: a product and one fma residual correction
-  // (Markstein). Branch-free per value (the branches depend on s alone), unlike div.rn.f32,
-  // whose range checks serialize 16 divisions. Its e4m3 byte equals that of IEEE division for
-  // every (bf16 x, scale s) pair with |x| <= amax that the amax rules produce, checked
-  // exhaustively in gpu_conversion_test. s = Inf (an Inf input): x * 0 is exactly x / Inf.
-  // Scales below 2^-64 divide: there the residual can underflow. Only the V3.2 amax rule
-  // (max(amax / 448, FLT_MIN)) produces them (kTinyScales), for a tile amax under 2.4e-17;
-  // the index-K scales are >= 1e-4 / 448. A zero product keeps its sign, which the correction
-  // would lose.
-  template <bool kTinyScales>
-  __device__ __forceinline__ static float quotient(float x, float s, float r) {
-    if (isinf(s)) return x * r;
-    if (kTinyScales && s < 0x1p-64f) return __fdiv_rn(x, s);
-    const float q = x * r;
-    const float corrected = fmaf(fmaf(-q, s, x), r, q);
-    return q == 0.0f ? q : corrected;
-  }
-
-  __device__ __forceinline__ static uint4 pack_e4m3(const float (&q)[16]) {
-    uint32_t w[4];
+  // e4m3(f(x)) of the kN values, packed in memory order; four values at a time so that few
+  // quotients are live at once.
+  template <typename F>
+  __device__ __forceinline__ E4m3Bytes<kN> pack_e4m3(F f) const {
+    uint32_t w[kN / 4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(q[4 * i], q[4 * i + 1]), __NV_SATFINITE, __NV_E4M3);
-      const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(q[4 * i + 2], q[4 * i + 3]), __NV_SATFINITE, __NV_E4M3);
+    for (int i = 0; i < kN / 4; ++i) {
+      const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(f(v[4 * i]), f(v[4 * i + 1])),
+                                                   __NV_SATFINITE, __NV_E4M3);
+      const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(f(v[4 * i + 2]), f(v[4 * i + 3])),
+                                                   __NV_SATFINITE, __NV_E4M3);
       w[i] = lo | (hi << 16);
     }
-    return make_uint4(w[0], w[1], w[2], w[3]);
+    if constexpr (kN == 8) {
+      return make_uint2(w[0], w[1]);
+    } else {
+      return make_uint4(w[0], w[1], w[2], w[3]);
+    }
   }
 };
+
+// The scalar form of to_e4m3_divided's quotient, for the exhaustive test.
+template <bool kTinyScales>
+__device__ __forceinline__ float amax_rule_quotient(float x, float s) {
+  if (kTinyScales && s < 0x1p-64f) return __fdiv_rn(x, s);
+  return markstein_quotient(x, s, __frcp_rn(s));
+}
 
 // UE8M0 round-up (2^ceil(log2 x) as a biased exponent): cuda_fp8.h emits the native
 // cvt.rp.satfinite.ue8m0x2.f32 on sm_100a/sm_100f and its software emulation elsewhere.
@@ -156,18 +227,18 @@ __device__ __forceinline__ float group_amax(float local) {
   return local;
 }
 
-// 16 bytes to `p`: one vector store when p is 16-byte aligned, else four 4-byte stores (the
+// An 8- or 16-byte vector to `p`: one store when p is aligned for it, else 4-byte stores (the
 // index-K pages of 1 or 2 slots are 132 or 264 bytes long, so their rows are 4-byte aligned).
-__device__ __forceinline__ void store_16_bytes(uint8_t* p, const uint4& v, bool aligned16) {
-  if (aligned16) {
-    store_vec(p, v);
+template <typename Vec>
+__device__ __forceinline__ void store_bytes(uint8_t* p, const Vec& v, bool aligned) {
+  if (aligned) {
+    *reinterpret_cast<Vec*>(p) = v;
     return;
   }
-  auto* w = reinterpret_cast<uint32_t*>(p);
-  w[0] = v.x;
-  w[1] = v.y;
-  w[2] = v.z;
-  w[3] = v.w;
+  const auto* w = reinterpret_cast<const uint32_t*>(&v);
+  auto* out = reinterpret_cast<uint32_t*>(p);
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(Vec) / 4); ++i) out[i] = w[i];
 }
 
 }  // namespace cachestore::kernels

@@ -1,6 +1,9 @@
-// The store kernels. One group of lanes per row: each lane moves 16-byte vectors, reads the
-// count, its row's slot and its input together (so their latencies overlap), applies the one
-// guard, and only then writes. Rows at or past num_tokens read nothing.
+// The DeepSeek store kernels (index-K bf16 and fp8, FlashMLA V4 and V3.2, fused). One group of
+// lanes per row: each lane moves 16-byte vectors, reads the count, its row's slot and its input
+// together (so their latencies overlap), applies the one guard, and only then writes. Rows at or
+// past num_tokens read nothing. The quantizing kernels take kN = 8 or 16 values per lane
+// (launchers: 8 for decode-size batches, where the chain after the loads is the latency; 16 for
+// large ones, where fewer lanes per row move the same bytes).
 #pragma once
 
 #include "cachestore/layout.h"
@@ -12,7 +15,7 @@ namespace cachestore::kernels {
 // the index-K kernels run 2048 threads per SM and the MLA kernels 1536.
 inline constexpr int kMaxBlockThreads = 512;
 
-// ---- bf16 index-K: blockDim = (lanes per row, rows per block) -----------------------------
+// ---- bf16 index-K: blockDim = (lanes per row, rows per block). No pages: no owner sharding.
 template <typename SlotT>
 __global__ void index_k_bf16_kernel(const GuardArgs guard, const IndexKBf16Args a) {
   begin_store(guard);
@@ -24,154 +27,166 @@ __global__ void index_k_bf16_kernel(const GuardArgs guard, const IndexKBf16Args 
   const uint4 first = has_first ? load_vec(src + 8 * vec) : uint4{};
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
-  if (!row_is_stored(guard, a.slots, row, n, slot, threadIdx.x == 0)) return;
+  if (!row_is_stored(guard, a.slots, row, n, slot, 0, threadIdx.x == 0)) return;
   auto* dst = reinterpret_cast<uint8_t*>(a.cache + slot * a.cache_row_stride);
   if (has_first) store_vec(dst + 16 * vec, first);
   for (vec += blockDim.x; vec < a.vecs_per_row; vec += blockDim.x)
     store_vec(dst + 16 * vec, load_vec(src + 8 * vec));
 }
 
-// ---- fp8 index-K (132-byte layout): one row on 2^lanes_log2 lanes, 16 values per lane -----
-// Eight lanes hold one 128-value block; lanes past D/16 (D = 384) only pad the group.
-template <typename SlotT>
+// ---- fp8 index-K (132-byte layout): one row on 2^lanes_log2 lanes, kN values per lane ------
+// 128 / kN lanes hold one 128-value block; lanes past D / kN (D = 384) only pad the group.
+template <typename SlotT, int kN>
 __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
                                                       const IndexKFp8Args& a, int64_t row,
-                                                      int lane) {
-  const bool active = lane * 16 < a.head_dim;
-  const uint16_t* src = a.k + row * a.k_row_stride + lane * 16;
-  const uint4 lo = active ? load_vec(src) : uint4{};
-  const uint4 hi = active ? load_vec(src + 8) : uint4{};
+                                                      int lane, bool count_negative = true) {
+  constexpr int kBlockLanes = layout::kQuantBlock / kN;
+  const bool active = lane * kN < a.head_dim;
+  Bf16Vals<kN> x(a.k + row * a.k_row_stride + lane * kN, active);
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
-  const Bf16x16 x(lo, hi);
-  const float amax = group_amax<8>(Bf16x16::amax(lo, hi));
-  if (!row_is_stored(guard, a.slots, row, n, slot, lane == 0) || !active) return;
-
-  const int64_t page = slot >> a.cache.page_shift;
-  const int64_t in_page = slot & ((int64_t{1} << a.cache.page_shift) - 1);
+  const float amax = group_amax<kBlockLanes>(x.amax());
+  const PagePosition pos(slot, a.cache.page_shift, a.slots);
+  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0, count_negative) ||
+      !active)
+    return;
+  x.decode();
   const float base = detail::index_k_scale_base(amax);
   float scale;
-  uint4 q;
+  E4m3Bytes<kN> q;
   if (a.rule == ScaleRule::kPow2) {
     const uint8_t e8 = ue8m0_round_up(base);
     scale = detail::ue8m0_to_float(e8);
     q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));  // x * 2^-e == x / 2^e exactly
   } else {
     scale = base;
-    q = x.to_e4m3_divided<false>(base);  // base >= 1e-4 / 448
+    q = x.template to_e4m3_divided<false>(base);  // base >= 1e-4 / 448
   }
-  store_16_bytes(a.cache.data + layout::index_k_fp8_data_offset(page, in_page, a.cache.page_stride,
-                                                                a.head_dim) + 16 * lane,
-                 q, a.cache.page_stride % 16 == 0);
-  if ((lane & 7) == 0) {
+  store_bytes(a.cache.data + layout::index_k_fp8_data_offset(pos.local_page, pos.in_page,
+                                                             a.cache.page_stride, a.head_dim) +
+                  kN * lane,
+              q, a.cache.page_stride % sizeof(q) == 0);
+  if (lane % kBlockLanes == 0) {
     const int64_t offset = layout::index_k_fp8_scale_offset(
-        page, in_page, int64_t{1} << a.cache.page_shift, a.cache.page_stride, a.head_dim);
-    reinterpret_cast<float*>(a.cache.data + offset)[lane / 8] = scale;
+        pos.local_page, pos.in_page, int64_t{1} << a.cache.page_shift, a.cache.page_stride,
+        a.head_dim);
+    reinterpret_cast<float*>(a.cache.data + offset)[lane / kBlockLanes] = scale;
   }
 }
 
 // blockDim = (2^lanes_log2, rows per block)
-template <typename SlotT>
+template <typename SlotT, int kN>
 __global__ void __launch_bounds__(kMaxBlockThreads, 2048 / kMaxBlockThreads)
 index_k_fp8_kernel(const GuardArgs guard, const IndexKFp8Args a) {
   begin_store(guard);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   if (row >= guard.num_tokens) return;
-  store_index_k_fp8_row<SlotT>(guard, a, row, threadIdx.x);
+  store_index_k_fp8_row<SlotT, kN>(guard, a, row, threadIdx.x);
 }
 
-// ---- MLA V4: one warp per row. Lanes 0..27: 16 NoPE values each (4 lanes per 64-value
-// tile); lanes 28..31: 16 RoPE values each, copied raw.
-template <typename SlotT>
+// Lanes of one MLA row: 512 values (V4: 448 NoPE + 64 RoPE; V3.2: 512 NoPE) at kN per lane,
+// so one warp (kN = 16) or two (kN = 8).
+template <int kN>
+inline constexpr int kMlaRowLanes = 512 / kN;
+
+// ---- MLA V4: lanes 0..448/kN-1 hold kN NoPE values each (64/kN lanes per 64-value tile); the
+// last 64/kN lanes hold kN RoPE values each, copied raw.
+template <typename SlotT, int kN>
 __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const MlaArgs& a,
                                                  int64_t row, int lane) {
-  constexpr int kNopeLanes = layout::kV4NopeDim / 16;
+  constexpr int kNopeLanes = layout::kV4NopeDim / kN;
+  constexpr int kTileLanes = layout::kV4TileSize / kN;
   const bool is_nope = lane < kNopeLanes;
-  const uint16_t* src = is_nope ? a.nope + row * a.nope_row_stride + 16 * lane
-                                : a.rope + row * a.rope_row_stride + 16 * (lane - kNopeLanes);
-  const uint4 lo = load_vec(src), hi = load_vec(src + 8);
+  Bf16Vals<kN> x(is_nope ? a.nope + row * a.nope_row_stride + kN * lane
+                         : a.rope + row * a.rope_row_stride + kN * (lane - kNopeLanes));
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
-  const Bf16x16 x(lo, hi);
-  const float amax = group_amax<layout::kV4TileSize / 16>(Bf16x16::amax(lo, hi));
-  if (!row_is_stored(guard, a.slots, row, n, slot, lane == 0)) return;
+  const float amax = group_amax<kTileLanes>(x.amax());
+  const PagePosition pos(slot, a.cache.page_shift, a.slots);
+  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)) return;
 
   const int64_t page_size = int64_t{1} << a.cache.page_shift;
-  const int64_t page = slot >> a.cache.page_shift, in_page = slot & (page_size - 1);
-  uint8_t* data_row = a.cache.data + layout::v4_data_offset(page, in_page, a.cache.page_stride);
-  uint8_t* scale_row =
-      a.cache.data + layout::v4_scale_offset(page, in_page, page_size, a.cache.page_stride);
+  uint8_t* data_row =
+      a.cache.data + layout::v4_data_offset(pos.local_page, pos.in_page, a.cache.page_stride);
+  uint8_t* scale_row = a.cache.data + layout::v4_scale_offset(pos.local_page, pos.in_page,
+                                                              page_size, a.cache.page_stride);
   if (is_nope) {
+    x.decode();
     const uint8_t e8 = ue8m0_round_up(detail::v4_scale_base(amax));
-    store_vec(data_row + 16 * lane, x.to_e4m3_times(detail::ue8m0_reciprocal(e8)));
-    if ((lane & 3) == 0) scale_row[lane / 4] = e8;
+    *reinterpret_cast<E4m3Bytes<kN>*>(data_row + kN * lane) =
+        x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
+    if (lane % kTileLanes == 0) scale_row[lane / kTileLanes] = e8;
   } else {
-    uint8_t* rope_dst = data_row + layout::kV4NopeDim + 32 * (lane - kNopeLanes);
-    store_vec(rope_dst, lo);
-    store_vec(rope_dst + 16, hi);
+    uint8_t* rope_dst = data_row + layout::kV4NopeDim + 2 * kN * (lane - kNopeLanes);
+#pragma unroll
+    for (int i = 0; i < Bf16Vals<kN>::kVecs; ++i) store_vec(rope_dst + 16 * i, x.raw[i]);
     if (lane == kNopeLanes) scale_row[layout::kV4NumTiles] = 0;  // the pad byte
   }
 }
 
-// ---- MLA V3.2: one warp per row. Lane l: NoPE values 16l..16l+15 (8 lanes per 128-value
-// tile); lanes 0..7 also copy one 16-byte RoPE vector.
-template <typename SlotT>
+// ---- MLA V3.2: lane l holds NoPE values kN*l..kN*l+kN-1 (128/kN lanes per 128-value tile);
+// lanes 0..7 also copy one 16-byte RoPE vector.
+template <typename SlotT, int kN>
 __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const MlaArgs& a,
                                                   int64_t row, int lane) {
   constexpr int kRopeLanes = layout::kRopeDim / 8;
-  const uint16_t* src = a.nope + row * a.nope_row_stride + 16 * lane;
-  const uint4 lo = load_vec(src), hi = load_vec(src + 8);
+  constexpr int kTileLanes = layout::kV32TileSize / kN;
+  Bf16Vals<kN> x(a.nope + row * a.nope_row_stride + kN * lane);
   const uint4 rope = lane < kRopeLanes ? load_vec(a.rope + row * a.rope_row_stride + 8 * lane)
                                        : uint4{};
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
-  const Bf16x16 x(lo, hi);
-  const float amax = group_amax<layout::kV32TileSize / 16>(Bf16x16::amax(lo, hi));
-  if (!row_is_stored(guard, a.slots, row, n, slot, lane == 0)) return;
+  const float amax = group_amax<kTileLanes>(x.amax());
+  const PagePosition pos(slot, a.cache.page_shift, a.slots);
+  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)) return;
 
-  const int64_t page = slot >> a.cache.page_shift;
-  const int64_t in_page = slot & ((int64_t{1} << a.cache.page_shift) - 1);
-  uint8_t* record = a.cache.data + layout::v32_record_offset(page, in_page, a.cache.page_stride);
+  uint8_t* record =
+      a.cache.data + layout::v32_record_offset(pos.local_page, pos.in_page, a.cache.page_stride);
+  x.decode();
   float scale;
-  uint4 q;
+  E4m3Bytes<kN> q;
   if (a.rule == ScaleRule::kPow2) {
     const uint8_t e8 = ue8m0_round_up(detail::v32_pow2_scale_base(amax));
     scale = detail::ue8m0_to_float(e8);
     q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
   } else {
     scale = detail::v32_amax_scale(amax);
-    q = x.to_e4m3_divided<true>(scale);
+    q = x.template to_e4m3_divided<true>(scale);
   }
-  store_vec(record + 16 * lane, q);
-  if ((lane & 7) == 0)
-    reinterpret_cast<float*>(record + layout::kV32ScalesOffset)[lane / 8] = scale;
+  *reinterpret_cast<E4m3Bytes<kN>*>(record + kN * lane) = q;
+  if (lane % kTileLanes == 0)
+    reinterpret_cast<float*>(record + layout::kV32ScalesOffset)[lane / kTileLanes] = scale;
   if (lane < kRopeLanes) store_vec(record + layout::kV32RopeOffset + 16 * lane, rope);
 }
 
-// ---- fused_store_cache: blockDim = (32, rows_per_block + index warps). Warp w <
-// rows_per_block stores row first_row + w of the KV cache; the warps after it store the
-// index-K of the same rows (2^lanes_log2 lanes per row), when there is one.
-template <MlaLayout kLayout, typename SlotT>
+// ---- fused_store_cache: blockDim = (32, rows_per_block * warps per row + index warps). The
+// first rows_per_block rows' KV records take kMlaRowLanes<kN> / 32 warps each; the warps after
+// them store the index-K of the same rows (2^lanes_log2 lanes per row), when there is one.
+template <MlaLayout kLayout, typename SlotT, int kN>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1536 / kMaxBlockThreads)
-fused_store_kernel(const GuardArgs guard, const MlaArgs kv,
-                                   const IndexKFp8Args index, const int32_t rows_per_block) {
+fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKFp8Args index,
+                   const int32_t rows_per_block) {
+  constexpr int kWarpsPerRow = kMlaRowLanes<kN> / 32;
   begin_store(guard);
-  const int warp = threadIdx.y, lane = threadIdx.x;
+  const int warp = threadIdx.y;
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * rows_per_block;
-  if (warp < rows_per_block) {
-    const int64_t row = first_row + warp;
+  if (warp < rows_per_block * kWarpsPerRow) {
+    const int64_t row = first_row + warp / kWarpsPerRow;
+    const int lane = (warp % kWarpsPerRow) * 32 + static_cast<int>(threadIdx.x);
     if (row >= guard.num_tokens) return;
     if constexpr (kLayout == MlaLayout::kV4) {
-      store_mla_v4_row<SlotT>(guard, kv, row, lane);
+      store_mla_v4_row<SlotT, kN>(guard, kv, row, lane);
     } else {
-      store_mla_v32_row<SlotT>(guard, kv, row, lane);
+      store_mla_v32_row<SlotT, kN>(guard, kv, row, lane);
     }
   } else {
-    const int local = (warp - rows_per_block) * 32 + lane;
+    const int local = (warp - rows_per_block * kWarpsPerRow) * 32 + threadIdx.x;
     const int row_in_block = local >> index.lanes_log2;
     const int64_t row = first_row + row_in_block;
     if (row_in_block >= rows_per_block || row >= guard.num_tokens) return;
-    store_index_k_fp8_row<SlotT>(guard, index, row, local & ((1 << index.lanes_log2) - 1));
+    // The KV warps count a negative n for the launch.
+    store_index_k_fp8_row<SlotT, kN>(guard, index, row, local & ((1 << index.lanes_log2) - 1),
+                                     false);
   }
 }
 
