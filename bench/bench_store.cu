@@ -9,7 +9,11 @@
 // Counters: us (median per store), GBps (decimal, explicit byte model: input + slots read,
 // records written), pct_copy (of the same-run device-to-device copy bandwidth), x_baseline
 // (time over the baseline's, sampled alternately with the store in the same row: naive bf16
-// scatter, naive fp8 composition, or the two separate stores a fused store replaces).
+// scatter, naive fp8 composition, the two separate stores a fused store replaces, or the two
+// naive K and V scatters a paged K/V store replaces), x_naive (time over one lean naive scatter
+// node's, sampled alternately in the same row: 128-wide rows for the DeepSeek stores, the K
+// width H*Dk for paged K/V). The lean naive scatter is one 16-byte vector per thread, row and
+// vector by shift and mask (test/naive_scatter.cuh).
 #include <benchmark/benchmark.h>
 #include <thrust/device_vector.h>
 #include <thrust/random.h>
@@ -35,7 +39,9 @@ namespace {
 
 enum class Op {
   kNaiveBf16, kNaiveFp8, kCopy, kSeparateV4Index, kSeparateV32Index,  // baselines first
-  kBf16, kFp8Amax, kFp8Pow2, kV4, kV32, kFusedV4Index, kFusedV32Index,
+  kNaiveKv, kNaiveK,
+  kBf16, kFp8Amax, kFp8Pow2, kV4, kV32, kV32Amax, kFusedV4Index, kFusedV32Index,
+  kKvNhd, kKvHnd, kKvNhdFp8, kKvHndFp8, kKvMla576,
 };
 enum class Mode { kGraph, kStream };
 enum class Slots { kDecode, kPrefill };
@@ -48,7 +54,14 @@ struct OpInfo {
   bool index_input;       // plus a [n, 128] index-K input
   std::optional<Op> baseline;
   bool pdl_capable;
+  std::optional<Op> naive = std::nullopt;  // x_naive's node: kNaiveBf16 or kNaiveK
 };
+
+// Paged K/V rows: Llama-3-8B/70B's H = 8, D = 128 (input [K | V] per token, 2048 wide), and vLLM's
+// 576-wide MLA rows (H = 1, K = kv_c 512, V = k_pe 64); P = 16 (vLLM's default block).
+constexpr int32_t kKvHeads = 8, kKvDim = 128, kKvPage = 16;
+bool is_kv(Op op) { return op >= Op::kKvNhd; }
+bool is_mla576(Op op) { return op == Op::kKvMla576; }
 
 const OpInfo kOps[] = {
     {Op::kNaiveBf16, "naive_bf16_scatter", 520, 128, false, std::nullopt, false},
@@ -56,13 +69,21 @@ const OpInfo kOps[] = {
     {Op::kCopy, "d2d_copy", 512, 128, false, std::nullopt, false},
     {Op::kSeparateV4Index, "separate_v4_plus_index", 2004, 512, true, std::nullopt, true},
     {Op::kSeparateV32Index, "separate_v32_plus_index", 2204, 576, true, std::nullopt, true},
-    {Op::kBf16, "index_k_bf16", 520, 128, false, Op::kNaiveBf16, true},
-    {Op::kFp8Amax, "index_k_fp8_amax", 396, 128, false, Op::kNaiveFp8, true},
-    {Op::kFp8Pow2, "index_k_fp8_pow2", 396, 128, false, Op::kNaiveFp8, true},
-    {Op::kV4, "mla_v4", 1616, 512, false, std::nullopt, true},
-    {Op::kV32, "mla_v32", 1816, 576, false, std::nullopt, true},
-    {Op::kFusedV4Index, "fused_v4_index", 2004, 512, true, Op::kSeparateV4Index, true},
-    {Op::kFusedV32Index, "fused_v32_index", 2204, 576, true, Op::kSeparateV32Index, true},
+    {Op::kNaiveKv, "naive_kv_two_nodes", 8200, 2048, false, std::nullopt, false},
+    {Op::kNaiveK, "naive_k_one_node", 4104, 2048, false, std::nullopt, false},
+    {Op::kBf16, "index_k_bf16", 520, 128, false, Op::kNaiveBf16, true, Op::kNaiveBf16},
+    {Op::kFp8Amax, "index_k_fp8_amax", 396, 128, false, Op::kNaiveFp8, true, Op::kNaiveBf16},
+    {Op::kFp8Pow2, "index_k_fp8_pow2", 396, 128, false, Op::kNaiveFp8, true, Op::kNaiveBf16},
+    {Op::kV4, "mla_v4", 1616, 512, false, std::nullopt, true, Op::kNaiveBf16},
+    {Op::kV32, "mla_v32", 1816, 576, false, std::nullopt, true, Op::kNaiveBf16},
+    {Op::kV32Amax, "mla_v32_amax", 1816, 576, false, std::nullopt, true, Op::kNaiveBf16},
+    {Op::kFusedV4Index, "fused_v4_index", 2004, 512, true, Op::kSeparateV4Index, true, Op::kNaiveBf16},
+    {Op::kFusedV32Index, "fused_v32_index", 2204, 576, true, Op::kSeparateV32Index, true, Op::kNaiveBf16},
+    {Op::kKvNhd, "paged_kv_nhd", 8200, 2048, false, Op::kNaiveKv, true, Op::kNaiveK},
+    {Op::kKvHnd, "paged_kv_hnd", 8200, 2048, false, Op::kNaiveKv, true, Op::kNaiveK},
+    {Op::kKvNhdFp8, "paged_kv_nhd_fp8", 6152, 2048, false, Op::kNaiveKv, true, Op::kNaiveK},
+    {Op::kKvHndFp8, "paged_kv_hnd_fp8", 6152, 2048, false, Op::kNaiveKv, true, Op::kNaiveK},
+    {Op::kKvMla576, "paged_kv_mla576", 2312, 576, false, Op::kNaiveKv, true, Op::kNaiveK},
 };
 
 constexpr int kNodesPerGraph = 32;
@@ -77,10 +98,12 @@ struct Pool {
   thrust::device_vector<uint16_t> input;     // random bf16, never zero
   thrust::device_vector<int64_t> slots;
   thrust::device_vector<uint8_t> bf16_cache, fp8_cache, v4_cache, v32_cache, copy_dst;
+  thrust::device_vector<uint8_t> kv_k_cache, kv_v_cache;  // paged K/V: 16-bit or fp8 alike
+  thrust::device_vector<float> kv_scales;
   thrust::device_vector<float> naive_scale;
   thrust::device_vector<uint8_t> naive_q;
   thrust::device_vector<int32_t> count;
-  int64_t bf16_slots = 0, fp8_pages = 0, mla_pages = 0;
+  int64_t bf16_slots = 0, fp8_pages = 0, mla_pages = 0, kv_slots = 0;
 };
 Pool* g_pool = nullptr;
 
@@ -120,6 +143,10 @@ void init_pool() {
   p.fp8_cache.assign(p.fp8_pages * layout::index_k_fp8_min_page_stride(kPage, 128), 0xab);
   p.v4_cache.assign(p.mla_pages * layout::v4_min_page_stride(kPage), 0xab);
   p.v32_cache.assign(p.mla_pages * layout::v32_min_page_stride(kPage), 0xab);
+  p.kv_slots = int64_t{1} << 19;  // 1 GiB per 16-bit cache of H = 8, D = 128
+  p.kv_k_cache.assign(p.kv_slots * kKvHeads * kKvDim * 2, 0xab);
+  p.kv_v_cache.assign(p.kv_slots * kKvHeads * kKvDim * 2, 0xab);
+  p.kv_scales.assign(2 * kKvHeads, 0.0173f);
   p.copy_dst.resize(size_t{600} << 20);
   p.naive_scale.resize(kMaxRows);
   p.naive_q.resize(kMaxRows * 128);
@@ -174,7 +201,44 @@ struct Row {
   bool pdl;
   Slots slots;
   int64_t n;
+  const OpInfo* subject = nullptr;  // a baseline's store row (its K/V shape)
 };
+
+// The paged K/V store of one row: NHD or HND, auto or fp8, or the 576-wide MLA rows.
+PagedKvParams kv_params(Op op, const uint16_t* in, int64_t n, const Batch& batch,
+                        const SlotMapping& slots, const LaunchOptions& launch) {
+  Pool& p = *g_pool;
+  PagedKvParams kv;
+  kv.batch = batch;
+  kv.slots = slots;
+  kv.page_size = kKvPage;
+  kv.launch = launch;
+  uint8_t* k_cache = thrust::raw_pointer_cast(p.kv_k_cache.data());
+  if (is_mla576(op)) {
+    const layout::KvStrides st = layout::kv_mla_row_strides(kKvPage);
+    kv.num_pages = p.kv_k_cache.size() / 2 / st.page;
+    kv.k = {in, 576, 0, layout::kMlaKvcDim};
+    kv.v = {in + layout::kMlaKvcDim, 576, 0, 64};
+    kv.k_cache = {k_cache, st.page, st.entry, st.head};
+    kv.v_cache = {k_cache + 2 * layout::kMlaKvcDim, st.page, st.entry, st.head};
+    return kv;
+  }
+  const bool fp8 = op == Op::kKvNhdFp8 || op == Op::kKvHndFp8;
+  const bool hnd = op == Op::kKvHnd || op == Op::kKvHndFp8;
+  const layout::KvStrides st = hnd ? layout::kv_hnd_strides(kKvPage, kKvHeads, kKvDim)
+                                   : layout::kv_nhd_strides(kKvPage, kKvHeads, kKvDim);
+  kv.num_heads = kKvHeads;
+  kv.cache_type = fp8 ? KvCacheType::kFp8E4m3 : KvCacheType::kAuto;
+  kv.num_pages = p.kv_slots / kKvPage;
+  kv.k = {in, 2 * kKvHeads * kKvDim, kKvDim, kKvDim};
+  kv.v = {in + kKvHeads * kKvDim, 2 * kKvHeads * kKvDim, kKvDim, kKvDim};
+  const float* scales = thrust::raw_pointer_cast(p.kv_scales.data());
+  kv.k_cache = {k_cache, st.page, st.entry, st.head, scales, 1};
+  kv.v_cache = {thrust::raw_pointer_cast(p.kv_v_cache.data()), st.page, st.entry, st.head,
+                scales + kKvHeads, 1};
+  (void)n;
+  return kv;
+}
 
 // Issues one store (or baseline) on input set `set`.
 Status issue(const Row& r, int set, int64_t set_elems, cudaStream_t stream) {
@@ -213,11 +277,34 @@ Status issue(const Row& r, int set, int64_t set_elems, cudaStream_t stream) {
   fp8.cache = fp8_cache;
   fp8.launch = launch;
 
+  const auto cuda = [](cudaError_t e) {
+    return e == cudaSuccess ? Status::kSuccess : Status::kErrorCudaRuntime;
+  };
+  const Op subject = r.subject != nullptr ? r.subject->op : r.op->op;
   switch (r.op->op) {
     case Op::kNaiveBf16:
-      return test::naive_scatter(in, slots, thrust::raw_pointer_cast(p.bf16_cache.data()), n, 128,
-                                 p.bf16_slots, stream) == cudaSuccess
-                 ? Status::kSuccess : Status::kErrorCudaRuntime;
+      return cuda(test::lean_naive_scatter(in, 128, slots,
+                                           thrust::raw_pointer_cast(p.bf16_cache.data()), n, 128,
+                                           stream));
+    case Op::kNaiveK:
+    case Op::kNaiveKv: {
+      // What an engine composes: k_cache.view(-1, H*D)[slots] = k, then the same for v.
+      const int64_t stride = is_mla576(subject) ? 576 : 2 * kKvHeads * kKvDim;
+      const int32_t k_width = is_mla576(subject) ? layout::kMlaKvcDim : kKvHeads * kKvDim;
+      const int32_t v_width = is_mla576(subject) ? 64 : kKvHeads * kKvDim;
+      const Status k = cuda(test::lean_naive_scatter(
+          in, stride, slots, thrust::raw_pointer_cast(p.kv_k_cache.data()), n, k_width, stream));
+      if (k != Status::kSuccess || r.op->op == Op::kNaiveK) return k;
+      return cuda(test::lean_naive_scatter(in + k_width, stride, slots,
+                                           thrust::raw_pointer_cast(p.kv_v_cache.data()), n,
+                                           v_width, stream));
+    }
+    case Op::kKvNhd:
+    case Op::kKvHnd:
+    case Op::kKvNhdFp8:
+    case Op::kKvHndFp8:
+    case Op::kKvMla576:
+      return store_paged_kv(kv_params(r.op->op, in, n, batch, slot_map, launch), stream);
     case Op::kNaiveFp8:
       return naive_fp8_store(in, slots, thrust::raw_pointer_cast(p.fp8_cache.data()), n, 6,
                              fp8_stride, thrust::raw_pointer_cast(p.naive_scale.data()),
@@ -246,6 +333,9 @@ Status issue(const Row& r, int set, int64_t set_elems, cudaStream_t stream) {
       return store_index_k_fp8(fp8, stream);
     case Op::kV4:
     case Op::kV32:
+      return fused_store_cache(fused, stream);
+    case Op::kV32Amax:
+      fused.kv_cache.scale_rule = ScaleRule::kAmax;
       return fused_store_cache(fused, stream);
     case Op::kSeparateV4Index:
     case Op::kSeparateV32Index: {
@@ -342,21 +432,29 @@ void run_row(benchmark::State& state, Row r) {
     state.SkipWithError("pool too small");
     return;
   }
-  const bool mla = r.op->input_width > 128;
+  const bool kv = is_kv(r.op->op);
+  const bool mla = r.op->input_width > 128 && !kv;
   const bool bf16 = r.op->op == Op::kNaiveBf16 || r.op->op == Op::kBf16 || r.op->op == Op::kCopy;
-  const int64_t capacity = mla ? p.mla_pages * kPage : bf16 ? p.bf16_slots : p.fp8_pages * kPage;
+  const int64_t capacity = kv ? (is_mla576(r.op->op) ? p.kv_slots * kKvHeads * kKvDim / 576
+                                                     : p.kv_slots)
+                              : mla ? p.mla_pages * kPage
+                              : bf16 ? p.bf16_slots : p.fp8_pages * kPage;
   make_slots(r.slots, r.n, sets, capacity, static_cast<uint32_t>(r.n * 31 + sets));
   const int32_t n32 = static_cast<int32_t>(r.n);
   CACHESTORE_CHECK_CUDA(cudaMemcpy(thrust::raw_pointer_cast(p.count.data()), &n32, 4, cudaMemcpyHostToDevice));
 
   // The store and its baseline, sampled alternately in this row: same inputs, slots, caches
   // and clocks, so the ratio is a same-run, same-moment ratio.
+  // x_naive's node too, in the same rotation (the baseline itself when that is the node).
   Sampler store(r, sets, set_elems);
-  std::unique_ptr<Sampler> baseline;
+  std::unique_ptr<Sampler> baseline, naive;
   if (r.op->baseline)
-    baseline = std::make_unique<Sampler>(Row{&op_info(*r.op->baseline), r.mode, false, r.slots, r.n},
-                                         sets, set_elems);
-  for (const Sampler* s : {&store, baseline.get()}) {
+    baseline = std::make_unique<Sampler>(
+        Row{&op_info(*r.op->baseline), r.mode, false, r.slots, r.n, r.op}, sets, set_elems);
+  if (r.op->naive && r.op->naive != r.op->baseline)
+    naive = std::make_unique<Sampler>(
+        Row{&op_info(*r.op->naive), r.mode, false, r.slots, r.n, r.op}, sets, set_elems);
+  for (const Sampler* s : {&store, baseline.get(), naive.get()}) {
     if (s != nullptr && !s->ok()) {
       state.SkipWithError(s->error().c_str());
       return;
@@ -364,15 +462,17 @@ void run_row(benchmark::State& state, Row r) {
   }
   // Warm-up: at least 10 samples and 25 ms of back-to-back work, so that the clocks are back
   // up after the host-side setup (a few small replays are too short for that).
-  std::vector<double> store_us, baseline_us;
+  std::vector<double> store_us, baseline_us, naive_us;
   const auto warm_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(25);
   for (int i = 0; i < 10 || std::chrono::steady_clock::now() < warm_until; ++i) {
     store.sample();
     if (baseline) baseline->sample();
+    if (naive) naive->sample();
   }
   for (int i = 0; i < 15; ++i) {
     store_us.push_back(store.sample());
     if (baseline) baseline_us.push_back(baseline->sample());
+    if (naive) naive_us.push_back(naive->sample());
   }
 
   const double us = median(store_us);
@@ -386,6 +486,11 @@ void run_row(benchmark::State& state, Row r) {
   if (baseline) {
     state.counters["baseline_us"] = median(baseline_us);
     state.counters["x_baseline"] = us / median(baseline_us);
+  }
+  if (r.op->naive) {
+    const double naive_median = naive ? median(naive_us) : median(baseline_us);
+    state.counters["naive_us"] = naive_median;
+    state.counters["x_naive"] = us / naive_median;
   }
 }
 

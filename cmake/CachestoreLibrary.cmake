@@ -14,6 +14,7 @@ add_library(cachestore_objects OBJECT
   src/fused_store_cache.cu
   src/status.cpp
   src/store_index_k.cu
+  src/store_paged_kv.cu
   src/validate.cpp)
 target_include_directories(cachestore_objects
   PUBLIC

@@ -6,12 +6,7 @@
 namespace cachestore::detail {
 namespace {
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-bool product_fits(int64_t a, int64_t b) {
-  int64_t out;
-  return !__builtin_mul_overflow(a, b, &out);
-}
+bool aligned16(const void* p) { return aligned_to(p, 16); }
 
 Status check_page_size(int32_t page_size, const char* name) {
   if (page_size < 1 || page_size > layout::kMaxPageSize || (page_size & (page_size - 1)) != 0)
@@ -83,6 +78,21 @@ Status check_slots(const SlotMapping& slots, int64_t rows, const char* name) {
     return fail(Status::kErrorInvalidArgument,
                 "%s.reserved_slot = %lld: a slot >= 0, or -1 for none", name,
                 static_cast<long long>(slots.reserved_slot));
+  return Status::kSuccess;
+}
+
+Status check_owner(const SlotMapping& slots, int64_t local_capacity, const char* name) {
+  const int32_t size = slots.owner_size;
+  if (size < 1 || size > (1 << 20) || (size & (size - 1)) != 0)
+    return fail(Status::kErrorInvalidArgument,
+                "%s.owner_size = %d: must be a power of two in [1, 2^20] (1 = no sharding)", name,
+                size);
+  if (slots.owner_rank < 0 || slots.owner_rank >= size)
+    return fail(Status::kErrorInvalidArgument, "%s.owner_rank = %d: must be in [0, owner_size = %d)",
+                name, slots.owner_rank, size);
+  if (!product_fits(local_capacity, size))
+    return fail(Status::kErrorCapacityOverflow,
+                "%s: the cache's slots times owner_size = %d overflow int64", name, size);
   return Status::kSuccess;
 }
 

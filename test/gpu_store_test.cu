@@ -254,3 +254,31 @@ TEST_F(StoreTest, InvalidArgumentsWriteNothing) {
 
 }  // namespace
 }  // namespace cachestore::test
+
+namespace cachestore::test {
+namespace {
+
+// Batches above 1024 rows take the kernels' 16-values-per-lane path (decode sizes take 8): the
+// same whole-cache comparison there, every quantized layout.
+class LargeBatch : public StoreTest, public ::testing::WithParamInterface<StoreKind> {};
+
+TEST_P(LargeBatch, WideLanesMatchReference) {
+  CaseShape shape;
+  shape.num_tokens = 1536;
+  shape.page_size = 64;
+  shape.head_dim = GetParam() == StoreKind::kIndexKFp8Pow2 ? 384 : 128;
+  shape.reserved_slot = 0;
+  StoreCase c(GetParam(), shape);
+  std::uniform_int_distribution<int32_t> n(1200, 1536);
+  ASSERT_TRUE(run_step(c, n(rng_), true));
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, LargeBatch,
+                         ::testing::Values(StoreKind::kIndexKFp8Amax, StoreKind::kIndexKFp8Pow2,
+                                           StoreKind::kV4, StoreKind::kV32Pow2,
+                                           StoreKind::kV32Amax, StoreKind::kFusedV4Index,
+                                           StoreKind::kFusedV32Index),
+                         [](const auto& info) { return store_kind_name(info.param); });
+
+}  // namespace
+}  // namespace cachestore::test

@@ -55,6 +55,22 @@ FusedStoreParams fused_params() {
   return p;
 }
 
+PagedKvParams kv_params() {
+  PagedKvParams p;
+  p.batch.num_tokens = 16;
+  p.slots = {fake(0x10000), SlotType::kInt64, kNoReservedSlot};
+  p.num_heads = 8;
+  p.cache_type = KvCacheType::kFp8E4m3;
+  p.num_pages = 4;
+  p.page_size = 16;
+  p.k = {fake(0x20000), 2048, 128, 128};
+  p.v = {fake(0x20000 + 2048), 2048, 128, 128};
+  const layout::KvStrides nhd = layout::kv_nhd_strides(16, 8, 128);
+  p.k_cache = {fake(0x100000), nhd.page, nhd.entry, nhd.head, static_cast<const float*>(fake(0x9000)), 0};
+  p.v_cache = {fake(0x200000), nhd.page, nhd.entry, nhd.head, static_cast<const float*>(fake(0x9100)), 1};
+  return p;
+}
+
 struct Case {
   std::string what;
   Status status;
@@ -116,6 +132,59 @@ TEST(ArgumentChecks, StoreIndexKFp8) {
     {{"bad rule", S::kErrorInvalidArgument, "cache.scale_rule"}, [](auto& p) { p.cache.scale_rule = static_cast<ScaleRule>(9); }},
     {{"k misaligned", S::kErrorMisalignedOperand, "k"}, [](auto& p) { p.k = fake(0x20008); }},
     {{"k stride below D", S::kErrorInvalidArgument, "k_row_stride"}, [](auto& p) { p.k_row_stride = 120; }},
+  });
+}
+
+TEST(ArgumentChecks, StorePagedKv) {
+  expect_rejected<PagedKvParams>(store_paged_kv, kv_params, {
+    {{"null slots", S::kErrorInvalidArgument, "slots.data"}, [](auto& p) { p.slots.data = nullptr; }},
+    {{"heads 0", S::kErrorNotSupported, "num_heads"}, [](auto& p) { p.num_heads = 0; }},
+    {{"heads 257", S::kErrorNotSupported, "num_heads"}, [](auto& p) { p.num_heads = 257; }},
+    {{"page size 0", S::kErrorNotSupported, "page_size"}, [](auto& p) { p.page_size = 0; }},
+    {{"negative pages", S::kErrorInvalidArgument, "num_pages"}, [](auto& p) { p.num_pages = -1; }},
+    {{"bad cache type", S::kErrorInvalidArgument, "cache_type"}, [](auto& p) { p.cache_type = static_cast<KvCacheType>(7); }},
+    {{"bad input type", S::kErrorInvalidArgument, "input_type"}, [](auto& p) { p.input_type = static_cast<KvDataType>(7); }},
+    {{"fp8 head_dim 72", S::kErrorNotSupported, "k.head_dim"}, [](auto& p) { p.k.head_dim = 72; }},
+    {{"head_dim 1032", S::kErrorNotSupported, "v.head_dim"}, [](auto& p) { p.cache_type = KvCacheType::kAuto; p.v.head_dim = 1032; }},
+    {{"head_dim 12", S::kErrorNotSupported, "k.head_dim"}, [](auto& p) { p.cache_type = KvCacheType::kAuto; p.k.head_dim = 12; }},
+    {{"null k", S::kErrorInvalidArgument, "k.data"}, [](auto& p) { p.k.data = nullptr; }},
+    {{"k misaligned", S::kErrorMisalignedOperand, "k.data"}, [](auto& p) { p.k.data = fake(0x20008); }},
+    {{"k token stride", S::kErrorMisalignedOperand, "k.token_stride"}, [](auto& p) { p.k.token_stride = 2044; }},
+    {{"v head stride", S::kErrorMisalignedOperand, "v.head_stride"}, [](auto& p) { p.v.head_stride = 130; }},
+    {{"null k cache", S::kErrorInvalidArgument, "k_cache.data"}, [](auto& p) { p.k_cache.data = nullptr; }},
+    {{"k cache misaligned", S::kErrorMisalignedOperand, "k_cache.data"}, [](auto& p) { p.k_cache.data = fake(0x100004); }},
+    {{"auto cache needs 16 B", S::kErrorMisalignedOperand, "v_cache.data"}, [](auto& p) { p.cache_type = KvCacheType::kAuto; p.v_cache.data = fake(0x200008); }},
+    {{"entry stride unaligned", S::kErrorMisalignedOperand, "k_cache"}, [](auto& p) { p.k_cache.entry_stride = 1028; }},
+    {{"entries overlap", S::kErrorInvalidArgument, "k_cache"}, [](auto& p) { p.k_cache.entry_stride = 512; }},
+    {{"heads overlap", S::kErrorInvalidArgument, "v_cache"}, [](auto& p) { p.v_cache.head_stride = 64; }},
+    {{"pages overlap", S::kErrorInvalidArgument, "k_cache"}, [](auto& p) { p.k_cache.page_stride = 8 * 1024; }},
+    {{"negative stride", S::kErrorInvalidArgument, "k_cache"}, [](auto& p) { p.k_cache.head_stride = -128; }},
+    {{"null scale", S::kErrorInvalidArgument, "k_cache.scale"}, [](auto& p) { p.k_cache.scale = nullptr; }},
+    {{"scale stride 2", S::kErrorInvalidArgument, "v_cache.scale_stride"}, [](auto& p) { p.v_cache.scale_stride = 2; }},
+    {{"owner size 3", S::kErrorInvalidArgument, "slots.owner_size"}, [](auto& p) { p.slots.owner_size = 3; }},
+    {{"owner rank 2 of 2", S::kErrorInvalidArgument, "slots.owner_rank"}, [](auto& p) { p.slots.owner_size = 2; p.slots.owner_rank = 2; }},
+    {{"non-pow2 page over 2^32 slots", S::kErrorNotSupported, "page_size"}, [](auto& p) { p.cache_type = KvCacheType::kAuto; p.page_size = 6; p.num_pages = int64_t{1} << 30; p.k_cache.page_stride = p.v_cache.page_stride = 6 * 1024; }},
+  });
+  // A K-only cache ignores v and v_cache; an auto cache ignores the scales.
+  PagedKvParams p = kv_params();
+  p.v.data = nullptr;
+  p.v_cache = {};
+  p.cache_type = KvCacheType::kAuto;
+  p.k_cache.scale = nullptr;
+  p.batch.num_tokens = 0;  // nothing to launch: the checks pass, nothing runs
+  const Status s = store_paged_kv(p, nullptr);
+  EXPECT_TRUE(s == Status::kSuccess || s == Status::kErrorCudaRuntime || s == Status::kErrorArchMismatch)
+      << last_error_message();
+}
+
+TEST(ArgumentChecks, OwnerShardingOnPagedStores) {
+  expect_rejected<IndexKFp8Params>(store_index_k_fp8, fp8_params, {
+    {{"owner size 0", S::kErrorInvalidArgument, "slots.owner_size"}, [](auto& p) { p.slots.owner_size = 0; }},
+    {{"owner rank -1", S::kErrorInvalidArgument, "slots.owner_rank"}, [](auto& p) { p.slots.owner_size = 4; p.slots.owner_rank = -1; }},
+  });
+  expect_rejected<FusedStoreParams>(fused_store_cache, fused_params, {
+    {{"kv owner size 6", S::kErrorInvalidArgument, "kv_slots.owner_size"}, [](auto& p) { p.kv_slots.owner_size = 6; }},
+    {{"index owner rank 4 of 4", S::kErrorInvalidArgument, "index_slots.owner_rank"}, [](auto& p) { p.index_slots.owner_size = 4; p.index_slots.owner_rank = 4; }},
   });
 }
 

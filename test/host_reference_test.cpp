@@ -223,6 +223,83 @@ TEST(Golden, ReferencesReproducePeersRecords) {
                           "SGLang FlashMLA V4"));
 }
 
+// vLLM's reshape_and_cache_flash (NHD [blocks, 16, 8, 128]) and concat_and_cache_mla records,
+// from the paged K/V reference: K = columns 0..1023 of row i, V = those of row 255 - i.
+TEST(Golden, PagedKvReferenceReproducesVllmRecords) {
+  const std::vector<uint16_t> in = golden_input();
+  struct File { const char* name; KvCacheType type; bool per_head; };
+  for (const File f : {File{"kv_flash_e4m3_tensor_records_256x2048.bin", KvCacheType::kFp8E4m3, false},
+                       File{"kv_flash_e4m3_head_records_256x2048.bin", KvCacheType::kFp8E4m3, true},
+                       File{"kv_flash_e5m2_tensor_records_256x2048.bin", KvCacheType::kFp8E5m2, false}}) {
+    std::vector<uint16_t> v_rows(in.size());
+    for (int r = 0; r < kGoldenRows; ++r)
+      std::copy_n(&in[(kGoldenRows - 1 - r) * kGoldenCols], kGoldenCols, &v_rows[r * kGoldenCols]);
+    std::vector<float> ks(8), vs(8);
+    for (int h = 0; h < 8; ++h) {
+      ks[h] = f.per_head ? 0.01f * static_cast<float>(h + 1) : 0.05f;
+      vs[h] = f.per_head ? 0.03f / static_cast<float>(h + 1) : 0.02f;
+    }
+    std::vector<int64_t> slots(kGoldenRows);
+    for (int i = 0; i < kGoldenRows; ++i) slots[i] = i;  // one record per slot, read in order
+    std::vector<uint8_t> k_cache(kGoldenRows * 1024, 0xAB), v_cache(kGoldenRows * 1024, 0xAB);
+    const layout::KvStrides st = layout::kv_nhd_strides(16, 8, 128);
+    PagedKvParams p;
+    p.batch = {kGoldenRows, nullptr, nullptr};
+    p.slots = {slots.data(), SlotType::kInt64};
+    p.num_heads = 8;
+    p.cache_type = f.type;
+    p.num_pages = kGoldenRows / 16;
+    p.page_size = 16;
+    p.k = {in.data(), kGoldenCols, 128, 128};
+    p.v = {v_rows.data(), kGoldenCols, 128, 128};
+    p.k_cache = {k_cache.data(), st.page, st.entry, st.head, ks.data(), f.per_head ? 1 : 0};
+    p.v_cache = {v_cache.data(), st.page, st.entry, st.head, vs.data(), f.per_head ? 1 : 0};
+    reference::store_paged_kv(p);
+    std::vector<uint8_t> records;
+    for (int r = 0; r < kGoldenRows; ++r) {
+      records.insert(records.end(), k_cache.begin() + r * 1024, k_cache.begin() + (r + 1) * 1024);
+      records.insert(records.end(), v_cache.begin() + r * 1024, v_cache.begin() + (r + 1) * 1024);
+    }
+    EXPECT_TRUE(bytes_equal(read_golden<uint8_t>(f.name, 256 * 2048), records, f.name));
+  }
+  std::vector<int64_t> slots(kGoldenRows);
+  for (int i = 0; i < kGoldenRows; ++i) slots[i] = i;
+  std::vector<uint8_t> cache(kGoldenRows * 576, 0xAB);
+  const float scale = 0.04f;
+  const layout::KvStrides st = layout::kv_mla_row_strides(16);
+  PagedKvParams p;
+  p.batch = {kGoldenRows, nullptr, nullptr};
+  p.slots = {slots.data(), SlotType::kInt64};
+  p.cache_type = KvCacheType::kFp8E4m3;
+  p.num_pages = kGoldenRows / 16;
+  p.page_size = 16;
+  p.k = {in.data(), kGoldenCols, 0, layout::kMlaKvcDim};
+  p.v = {in.data() + layout::kMlaKvcDim, kGoldenCols, 0, 64};
+  p.k_cache = {cache.data(), st.page, st.entry, st.head, &scale, 0};
+  p.v_cache = {cache.data() + layout::kMlaKvcDim, st.page, st.entry, st.head, &scale, 0};
+  reference::store_paged_kv(p);
+  EXPECT_TRUE(bytes_equal(read_golden<uint8_t>("mla_fp8_tensor_records_256x576.bin", 256 * 576),
+                          cache, "vLLM concat_and_cache_mla fp8"));
+}
+
+TEST(E5m2Reference, HandWorkedValues) {
+  EXPECT_EQ(reference::e5m2_from_float(1.0f), 0x3c);
+  EXPECT_EQ(reference::e5m2_from_float(-1.0f), 0xbc);
+  EXPECT_EQ(reference::e5m2_from_float(57344.0f), 0x7b);
+  EXPECT_EQ(reference::e5m2_from_float(1e9f), 0x7b);
+  EXPECT_EQ(reference::e5m2_from_float(-INFINITY), 0xfb);
+  EXPECT_EQ(reference::e5m2_from_float(NAN), 0x7f);
+  EXPECT_EQ(reference::e5m2_from_float(0x1p-16f), 0x01);   // smallest subnormal
+  EXPECT_EQ(reference::e5m2_from_float(0x1p-17f), 0x00);   // a tie: to even (0)
+  EXPECT_EQ(reference::e5m2_from_float(0x1.8p-17f), 0x01);
+  EXPECT_EQ(reference::e5m2_from_float(-0.0f), 0x80);
+  EXPECT_EQ(reference::e5m2_from_float(1.125f), 0x3c);      // tie 1.0 / 1.25: to even
+  EXPECT_EQ(reference::e5m2_from_float(1.375f), 0x3e);      // tie 1.25 / 1.5: to even (1.5)
+  EXPECT_EQ(reference::fp16_bits_to_float(0x3c00), 1.0f);
+  EXPECT_EQ(reference::fp16_bits_to_float(0x0001), 0x1p-24f);
+  EXPECT_EQ(reference::fp16_bits_to_float(0xfbff), -65504.0f);
+}
+
 // ---- the reference stores follow the guard ----------------------------------------------
 TEST(ReferenceStore, Bf16GuardAndDiagnostics) {
   const int64_t b = 6, d = 8, slots_n = 8;

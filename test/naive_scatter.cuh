@@ -32,4 +32,33 @@ inline cudaError_t naive_scatter(const void* k, const SlotT* slots, void* cache,
   return cudaGetLastError();
 }
 
+// The lean form (bench_store's baseline, and the floor of the decode-size targets): one 16-byte
+// vector per thread, row and vector by shift and mask (vectors per row a power of two), a 32-bit
+// thread index, no wrap of negative slots. `k_row_vecs` is the input row stride in vectors
+// (engines scatter K and V sliced out of one tensor).
+template <typename SlotT>
+__global__ void lean_naive_scatter_kernel(const uint4* __restrict__ k, int32_t k_row_vecs,
+                                          const SlotT* __restrict__ slots,
+                                          uint4* __restrict__ cache, int32_t total_vecs,
+                                          int32_t vec_shift) {
+  const int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= total_vecs) return;
+  const int32_t row = i >> vec_shift, vec = i & ((1 << vec_shift) - 1);
+  cache[(static_cast<int64_t>(slots[row]) << vec_shift) + vec] = k[row * k_row_vecs + vec];
+}
+
+template <typename SlotT>
+inline cudaError_t lean_naive_scatter(const void* k, int64_t k_row_stride, const SlotT* slots,
+                                      void* cache, int64_t num_tokens, int32_t width,
+                                      cudaStream_t stream) {
+  int32_t shift = 0;
+  while ((8 << shift) < width) ++shift;
+  const int64_t total = num_tokens << shift;
+  if (total == 0) return cudaSuccess;
+  lean_naive_scatter_kernel<SlotT><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
+      static_cast<const uint4*>(k), static_cast<int32_t>(k_row_stride / 8), slots,
+      static_cast<uint4*>(cache), static_cast<int32_t>(total), shift);
+  return cudaGetLastError();
+}
+
 }  // namespace cachestore::test

@@ -55,6 +55,8 @@ struct CaseShape {
   int64_t reserved_slot = kNoReservedSlot;
   bool count_on_device = true;   // false: num_tokens_non_padded = nullptr
   bool shared_slots = false;     // fused: index_slots is the kv_slots array
+  int32_t owner_rank = 0;        // page-owner sharding of the paged caches
+  int32_t owner_size = 1;
 };
 
 class StoreCase {
@@ -164,7 +166,8 @@ class StoreCase {
   Status dispatch(Side side, cudaStream_t stream, LaunchOptions launch) {
     Batch batch{shape_.num_tokens, static_cast<const int32_t*>(ptr(n_, side)),
                 static_cast<Diagnostics*>(ptr(diagnostics_, side))};
-    SlotMapping slots{ptr(slots_, side), shape_.slot_type, shape_.reserved_slot};
+    SlotMapping slots{ptr(slots_, side), shape_.slot_type, shape_.reserved_slot,
+                      shape_.owner_rank, shape_.owner_size};
     const ScaleRule index_rule =
         kind_ == StoreKind::kIndexKFp8Pow2 ? ScaleRule::kPow2 : ScaleRule::kAmax;
     IndexKFp8Cache index_cache{nullptr, pages_, shape_.page_size, index_stride_, shape_.head_dim,
@@ -218,7 +221,8 @@ class StoreCase {
           p.index_slots = shape_.shared_slots
                               ? slots
                               : SlotMapping{ptr(index_slots_, side), shape_.slot_type,
-                                            shape_.reserved_slot};
+                                            shape_.reserved_slot, shape_.owner_rank,
+                                            shape_.owner_size};
           p.index_cache = index_cache;
           p.index_cache.data = ptr(index_cache_, side);
         }

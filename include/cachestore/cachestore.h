@@ -73,6 +73,13 @@ struct SlotMapping {
   const void* data = nullptr;               // device [num_tokens] int32 or int64
   SlotType type = SlotType::kInt64;
   int64_t reserved_slot = kNoReservedSlot;  // e.g. 0 for SGLang's padding sink; -1 = none
+  // Page-owner sharding (context parallel), paged caches only: slots are global; page
+  // g = slot / P belongs to owner g % owner_size and lives at its local page g / owner_size. A
+  // real row on another owner's page is skipped and not counted; capacity is checked on the
+  // local page (< num_pages). owner_size a power of two; 1 = off (every page is local). The
+  // flat bf16 index-K store has no pages and ignores both.
+  int32_t owner_rank = 0;
+  int32_t owner_size = 1;
 };
 
 struct LaunchOptions {
@@ -148,6 +155,51 @@ struct FusedStoreParams {
   LaunchOptions launch;
 };
 CACHESTORE_EXPORT Status fused_store_cache(const FusedStoreParams& params, cudaStream_t stream);
+
+// ---- store_paged_kv: K/V of MHA / GQA / MQA models into a paged cache --------------------
+// Every layout engines use, by element strides: element (slot s, head h, index d) of a cache is
+// at data + (s / P) * page_stride + (s % P) * entry_stride + h * head_stride + d (elements of
+// the cache type). See layout.h for NHD, HND, FlashInfer's stacked 5-D cache and vLLM's
+// 576-wide MLA rows. P is any positive integer (vLLM's hybrid models size pages to match state
+// pages); powers of two take shifts.
+enum class KvDataType : int32_t { kBf16 = 0, kFp16 = 1 };
+enum class KvCacheType : int32_t {
+  kAuto = 0,     // the input type: bits copied
+  kFp8E4m3 = 1,  // fp8_satfinite_rn(x / scale), IEEE division (vLLM's reshape_and_cache_flash)
+  kFp8E5m2 = 2,
+};
+
+struct KvInput {
+  const void* data = nullptr;  // device [num_tokens, num_heads, head_dim] bf16 | fp16
+  int64_t token_stride = 0;    // elements; multiple of 8
+  int64_t head_stride = 0;     // elements; multiple of 8
+  int32_t head_dim = 0;        // multiple of 8 in [8, 1024]; fp8 caches: multiple of 16
+};
+
+struct KvCacheView {
+  void* data = nullptr;          // device; 16-byte aligned (16-bit cache), 8-byte aligned (fp8)
+  int64_t page_stride = 0;       // elements of the cache type; multiples of 8
+  int64_t entry_stride = 0;
+  int64_t head_stride = 0;
+  const float* scale = nullptr;  // fp8 caches: device fp32, read at run time; else ignored
+  int32_t scale_stride = 0;      // 0: one scale for the tensor; 1: one per head (scale[h])
+};
+
+struct PagedKvParams {
+  Batch batch;
+  SlotMapping slots;             // owner sharding applies (page g = slot / page_size)
+  int32_t num_heads = 1;         // H in [1, 256], K and V alike
+  KvDataType input_type = KvDataType::kBf16;
+  KvCacheType cache_type = KvCacheType::kAuto;
+  int64_t num_pages = 0;         // of this owner's caches
+  int32_t page_size = 16;        // P >= 1
+  KvInput k;
+  KvInput v;                     // v.data == nullptr: a K-only cache (v_cache ignored)
+  KvCacheView k_cache;
+  KvCacheView v_cache;
+  LaunchOptions launch;
+};
+CACHESTORE_EXPORT Status store_paged_kv(const PagedKvParams& params, cudaStream_t stream);
 
 // ---- runtime dispatch -------------------------------------------------------------------
 // Which compiled path runs on `device`: the code image the driver picked for the library's

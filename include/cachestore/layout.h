@@ -74,6 +74,48 @@ CACHESTORE_HOST_DEVICE constexpr int64_t v32_record_offset(int64_t page, int64_t
   return page * page_stride + in_page * kV32RecordBytes;
 }
 
+// ---- paged K/V (store_paged_kv): element strides of the layouts engines use --------------
+// Element (slot s, head h, index d) = base + (s / P) * page + (s % P) * entry + h * head + d.
+struct KvStrides {
+  int64_t page;
+  int64_t entry;
+  int64_t head;
+};
+// NHD [pages, P, H, D]: vLLM flash, FlashInfer NHD.
+CACHESTORE_HOST_DEVICE constexpr KvStrides kv_nhd_strides(int64_t page_size, int64_t heads,
+                                                          int64_t head_dim) {
+  return {page_size * heads * head_dim, heads * head_dim, head_dim};
+}
+// HND [pages, H, P, D]: FlashInfer HND, TensorRT-LLM head-major.
+CACHESTORE_HOST_DEVICE constexpr KvStrides kv_hnd_strides(int64_t page_size, int64_t heads,
+                                                          int64_t head_dim) {
+  return {heads * page_size * head_dim, head_dim, page_size * head_dim};
+}
+// FlashInfer stacked [pages, 2, P, H, D]: K and V pages interleaved; V base = K base +
+// kv_stacked_v_offset.
+CACHESTORE_HOST_DEVICE constexpr KvStrides kv_stacked_nhd_strides(int64_t page_size, int64_t heads,
+                                                                  int64_t head_dim) {
+  return {2 * page_size * heads * head_dim, heads * head_dim, head_dim};
+}
+CACHESTORE_HOST_DEVICE constexpr int64_t kv_stacked_v_offset(int64_t page_size, int64_t heads,
+                                                             int64_t head_dim) {
+  return page_size * heads * head_dim;
+}
+// vLLM concat_and_cache_mla: 576-wide rows, kv_c (512) then k_pe (64); H = 1; K = kv_c
+// (Dk = 512), V = k_pe (Dv = 64) at V base = K base + kMlaKvcDim.
+inline constexpr int32_t kMlaKvcDim = 512;
+inline constexpr int32_t kMlaRowDim = 576;
+CACHESTORE_HOST_DEVICE constexpr KvStrides kv_mla_row_strides(int64_t page_size) {
+  return {page_size * kMlaRowDim, kMlaRowDim, kMlaRowDim};
+}
+CACHESTORE_HOST_DEVICE constexpr int64_t kv_element_offset(const KvStrides& s, int64_t page,
+                                                           int64_t in_page, int64_t head,
+                                                           int64_t d) {
+  return page * s.page + in_page * s.entry + head * s.head + d;
+}
+inline constexpr int32_t kMaxKvHeads = 256;
+inline constexpr int32_t kMaxKvHeadDim = 1024;
+
 static_assert(v4_min_page_stride(64) == 37440, "DESIGN.md: V4 page stride for P=64");
 static_assert(v4_min_page_stride(256) == 149760, "DESIGN.md: V4 page stride for P=256");
 static_assert(index_k_fp8_min_page_stride(64, 128) == 8448, "indexer page for P=64, D=128");

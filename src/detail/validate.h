@@ -8,9 +8,20 @@
 
 namespace cachestore::detail {
 
+inline bool aligned_to(const void* p, uintptr_t bytes) {
+  return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
+}
+inline bool product_fits(int64_t a, int64_t b) {
+  int64_t out;
+  return !__builtin_mul_overflow(a, b, &out);
+}
+
 Status check_batch(const Batch& batch);
 // Row data (slots, inputs) may be null when there are no rows: nothing is read then.
 Status check_slots(const SlotMapping& slots, int64_t rows, const char* name);
+// The owner-sharding fields of a paged store's slots, and the global capacity they imply
+// (local_capacity * owner_size) without int64 overflow.
+Status check_owner(const SlotMapping& slots, int64_t local_capacity, const char* name);
 // A bf16 matrix [rows, width] read or written with 16-byte vectors.
 Status check_bf16_rows(const void* data, int64_t row_stride, int64_t rows, int64_t width,
                        const char* name, const char* stride_name);

@@ -17,25 +17,36 @@ int64_t slot_at(const SlotMapping& slots, int64_t row) {
                                         : static_cast<const int64_t*>(slots.data)[row];
 }
 
-// Runs `store(row, slot)` for every row the guard admits, and counts the diagnostics.
+// Runs `store(row, local_slot)` for every row the guard admits, and counts the diagnostics.
+// Written from DESIGN.md, independently of the kernels' guard: a real row (i < n, slot >= 0,
+// not the reserved slot) of a paged cache (page_size > 0) with owner sharding is another
+// owner's when its page g = slot / P has g % owner_size != owner_rank (skipped, not counted);
+// otherwise it lands at local slot (g / owner_size) * P + slot % P, which must be below the
+// local capacity (else counted). The flat bf16 cache (page_size 0) ignores sharding.
 template <typename StoreRow>
-void for_each_stored_row(const Batch& batch, const SlotMapping& slots, int64_t capacity,
-                         StoreRow&& store) {
+void for_each_stored_row(const Batch& batch, const SlotMapping& slots, int64_t local_capacity,
+                         int64_t page_size, StoreRow&& store) {
   int64_t n = batch.num_tokens;
   if (batch.num_tokens_non_padded != nullptr) {
     const int32_t raw = *batch.num_tokens_non_padded;
     if (raw < 0 && batch.diagnostics != nullptr) ++batch.diagnostics->negative_token_counts;
-    n = detail::clamp_token_count(raw, batch.num_tokens);
+    n = raw < 0 ? 0 : (raw > batch.num_tokens ? batch.num_tokens : raw);
   }
-  for (int64_t row = 0; row < batch.num_tokens; ++row) {
+  const bool sharded = page_size > 0 && slots.owner_size > 1;
+  for (int64_t row = 0; row < n; ++row) {
     const int64_t slot = slot_at(slots, row);
-    switch (detail::classify_row(row, n, slot, slots.reserved_slot, capacity)) {
-      case detail::RowVerdict::kStore: store(row, slot); break;
-      case detail::RowVerdict::kOutOfRange:
-        if (batch.diagnostics != nullptr) ++batch.diagnostics->out_of_range_slots;
-        break;
-      case detail::RowVerdict::kSkip: break;
+    if (slot < 0 || (slots.reserved_slot >= 0 && slot == slots.reserved_slot)) continue;
+    int64_t local = slot;
+    if (sharded) {
+      const int64_t page = slot / page_size;
+      if (page % slots.owner_size != slots.owner_rank) continue;
+      local = page / slots.owner_size * page_size + slot % page_size;
     }
+    if (local >= local_capacity) {
+      if (batch.diagnostics != nullptr) ++batch.diagnostics->out_of_range_slots;
+      continue;
+    }
+    store(row, local);
   }
 }
 
@@ -97,7 +108,7 @@ void quantize_v32_row(const uint16_t* nope, const uint16_t* rope, ScaleRule rule
 }
 
 void store_index_k_bf16(const IndexKBf16Params& p) {
-  for_each_stored_row(p.batch, p.slots, p.num_slots, [&](int64_t row, int64_t slot) {
+  for_each_stored_row(p.batch, p.slots, p.num_slots, 0, [&](int64_t row, int64_t slot) {
     std::memcpy(static_cast<uint16_t*>(p.cache) + slot * p.cache_row_stride,
                 row_ptr(p.k, row, p.k_row_stride), 2 * static_cast<size_t>(p.head_dim));
   });
@@ -107,7 +118,7 @@ namespace {
 void store_index_k_fp8_rows(const Batch& batch, const SlotMapping& slots, const void* k,
                             int64_t k_row_stride, const IndexKFp8Cache& c) {
   auto* base = static_cast<uint8_t*>(c.data);
-  for_each_stored_row(batch, slots, c.num_pages * c.page_size, [&](int64_t row, int64_t slot) {
+  for_each_stored_row(batch, slots, c.num_pages * c.page_size, c.page_size, [&](int64_t row, int64_t slot) {
     const int64_t page = slot / c.page_size, in_page = slot % c.page_size;
     float scales[layout::kMaxIndexKHeadDim / layout::kQuantBlock];
     quantize_index_k_row(row_ptr(k, row, k_row_stride), c.head_dim, c.scale_rule,
@@ -128,7 +139,7 @@ void store_index_k_fp8(const IndexKFp8Params& p) {
 void fused_store_cache(const FusedStoreParams& p) {
   const MlaCache& c = p.kv_cache;
   auto* base = static_cast<uint8_t*>(c.data);
-  for_each_stored_row(p.batch, p.kv_slots, c.num_pages * c.page_size,
+  for_each_stored_row(p.batch, p.kv_slots, c.num_pages * c.page_size, c.page_size,
                       [&](int64_t row, int64_t slot) {
     const int64_t page = slot / c.page_size, in_page = slot % c.page_size;
     const uint16_t* nope = row_ptr(p.nope, row, p.nope_row_stride);
@@ -151,6 +162,38 @@ void fused_store_cache(const FusedStoreParams& p) {
     index_batch.num_tokens_non_padded = &clamped_n;
   store_index_k_fp8_rows(index_batch, p.index_slots, p.index_k, p.index_k_row_stride,
                          p.index_cache);
+}
+
+namespace {
+// One side (K or V) of a stored row: vLLM's bytes, x / scale with IEEE division (host float).
+void store_kv_side(const PagedKvParams& p, const KvInput& in, const KvCacheView& c, int64_t row,
+                   int64_t page, int64_t in_page) {
+  for (int32_t h = 0; h < p.num_heads; ++h) {
+    const uint16_t* src =
+        static_cast<const uint16_t*>(in.data) + row * in.token_stride + h * in.head_stride;
+    const int64_t base = page * c.page_stride + in_page * c.entry_stride + h * c.head_stride;
+    for (int32_t d = 0; d < in.head_dim; ++d) {
+      if (p.cache_type == KvCacheType::kAuto) {
+        static_cast<uint16_t*>(c.data)[base + d] = src[d];
+        continue;
+      }
+      const float x = p.input_type == KvDataType::kBf16 ? bf16_bits_to_float(src[d])
+                                                        : fp16_bits_to_float(src[d]);
+      const float q = x / c.scale[h * c.scale_stride];
+      static_cast<uint8_t*>(c.data)[base + d] =
+          p.cache_type == KvCacheType::kFp8E4m3 ? e4m3_from_float(q) : e5m2_from_float(q);
+    }
+  }
+}
+}  // namespace
+
+void store_paged_kv(const PagedKvParams& p) {
+  for_each_stored_row(p.batch, p.slots, p.num_pages * p.page_size, p.page_size,
+                      [&](int64_t row, int64_t slot) {
+    const int64_t page = slot / p.page_size, in_page = slot % p.page_size;
+    store_kv_side(p, p.k, p.k_cache, row, page, in_page);
+    if (p.v.data != nullptr) store_kv_side(p, p.v, p.v_cache, row, page, in_page);
+  });
 }
 
 }  // namespace cachestore::reference

@@ -10,6 +10,7 @@ namespace cachestore::reference {
 void store_index_k_bf16(const IndexKBf16Params& params);
 void store_index_k_fp8(const IndexKFp8Params& params);
 void fused_store_cache(const FusedStoreParams& params);
+void store_paged_kv(const PagedKvParams& params);
 
 // One token's 132-byte-layout record pieces: D e4m3 bytes and D/128 fp32 scales.
 void quantize_index_k_row(const uint16_t* k, int32_t head_dim, ScaleRule rule, uint8_t* data,

@@ -1,0 +1,220 @@
+// KvCase: store_paged_kv with its buffers on both sides (device for the library, host for the
+// reference), for the sweeps, the padded-replay graphs, owner sharding and the golden records.
+// K and V are sliced out of one qkv-like tensor [num_tokens, width] as engines do.
+#pragma once
+
+#include "cachestore/layout.h"
+#include "gpu_support.cuh"
+#include "reference/reference.h"
+
+namespace cachestore::test {
+
+enum class KvLayout { kNhd, kHnd, kStacked, kMla576 };
+
+inline const char* kv_layout_name(KvLayout l) {
+  switch (l) {
+    case KvLayout::kNhd: return "NHD";
+    case KvLayout::kHnd: return "HND";
+    case KvLayout::kStacked: return "Stacked";
+    case KvLayout::kMla576: return "Mla576";
+  }
+  return "?";
+}
+inline const char* kv_cache_type_name(KvCacheType t) {
+  switch (t) {
+    case KvCacheType::kAuto: return "auto";
+    case KvCacheType::kFp8E4m3: return "e4m3";
+    case KvCacheType::kFp8E5m2: return "e5m2";
+  }
+  return "?";
+}
+
+struct KvShape {
+  KvLayout layout = KvLayout::kNhd;
+  KvCacheType cache_type = KvCacheType::kAuto;
+  KvDataType input_type = KvDataType::kBf16;
+  int64_t num_tokens = 40;
+  int32_t page_size = 16;
+  int32_t heads = 8;
+  int32_t k_dim = 128;
+  int32_t v_dim = 128;             // 0: K only
+  bool head_padded = false;        // input head stride D + 8 (heads not packed)
+  int32_t scale_stride = 0;        // 0 per tensor, 1 per head
+  SlotType slot_type = SlotType::kInt64;
+  int64_t reserved_slot = kNoReservedSlot;
+  int32_t owner_rank = 0;
+  int32_t owner_size = 1;
+  int64_t extra_pages = 2;         // local pages beyond what the rows need
+  int64_t num_pages = 0;           // > 0: exactly this many local pages
+};
+
+// Random 16-bit values of the input type: bf16 rows of varying magnitude, or fp16 patterns
+// with exponents 2^-10 .. 2^10 and random signs and mantissas.
+inline std::vector<uint16_t> random_kv_values(std::mt19937_64& rng, int64_t rows, int64_t width,
+                                              KvDataType type) {
+  if (type == KvDataType::kBf16) return random_bf16_rows(rng, rows, width);
+  std::vector<uint16_t> out(static_cast<size_t>(rows * width));
+  for (auto& v : out) {
+    const uint32_t r = static_cast<uint32_t>(rng());
+    v = static_cast<uint16_t>(((r & 1u) << 15) | ((5u + (r >> 1) % 21u) << 10) | ((r >> 8) & 0x3ffu));
+  }
+  return out;
+}
+
+class KvCase {
+ public:
+  explicit KvCase(const KvShape& shape) : s_(shape) {
+    const bool mla = s_.layout == KvLayout::kMla576;
+    if (mla) {
+      s_.heads = 1;
+      s_.k_dim = layout::kMlaKvcDim;
+      s_.v_dim = layout::kMlaRowDim - layout::kMlaKvcDim;
+    }
+    const int64_t b = s_.num_tokens;
+    const int32_t p = s_.page_size, h = s_.heads;
+    pages_ = s_.num_pages > 0 ? s_.num_pages : (b + 24 + p - 1) / p + s_.extra_pages;
+    capacity_ = pages_ * p;
+    // Input: [K heads | V heads | 8 spare] per token, each head padded by 8 when head_padded.
+    k_head_stride_ = s_.k_dim + (s_.head_padded ? 8 : 0);
+    v_head_stride_ = s_.v_dim + (s_.head_padded ? 8 : 0);
+    width_ = h * k_head_stride_ + h * v_head_stride_ + 8;
+    input_ = &sc_.input(std::vector<uint8_t>(2 * b * width_));
+
+    const bool fp8 = s_.cache_type != KvCacheType::kAuto;
+    elem_ = fp8 ? 1 : 2;
+    switch (s_.layout) {
+      case KvLayout::kNhd:
+        k_strides_ = layout::kv_nhd_strides(p, h, s_.k_dim);
+        v_strides_ = layout::kv_nhd_strides(p, h, s_.v_dim);
+        break;
+      case KvLayout::kHnd:
+        k_strides_ = layout::kv_hnd_strides(p, h, s_.k_dim);
+        v_strides_ = layout::kv_hnd_strides(p, h, s_.v_dim);
+        break;
+      case KvLayout::kStacked:  // one buffer; requires Dk == Dv
+        k_strides_ = v_strides_ = layout::kv_stacked_nhd_strides(p, h, s_.k_dim);
+        v_offset_ = layout::kv_stacked_v_offset(p, h, s_.k_dim);
+        break;
+      case KvLayout::kMla576:  // one buffer: V = k_pe at K base + 512
+        k_strides_ = v_strides_ = layout::kv_mla_row_strides(p);
+        v_offset_ = layout::kMlaKvcDim;
+        break;
+    }
+    const bool shared = s_.layout == KvLayout::kStacked || mla;
+    k_cache_ = &sc_.output(elem_ * pages_ * k_strides_.page, kPoison, "K cache");
+    if (!shared && s_.v_dim > 0)
+      v_cache_ = &sc_.output(elem_ * pages_ * v_strides_.page, kPoison, "V cache");
+    if (fp8) {
+      k_scale_ = &sc_.input(std::vector<uint8_t>(4 * h));
+      v_scale_ = &sc_.input(std::vector<uint8_t>(4 * h));
+    }
+    slots_ = &sc_.input(std::vector<uint8_t>(8 * b));
+    n_ = &sc_.input(std::vector<uint8_t>(4));
+    diagnostics_ = &sc_.output(sizeof(Diagnostics), 0, "diagnostics");
+  }
+
+  const KvShape& shape() const { return s_; }
+  int64_t capacity() const { return capacity_; }  // local
+  int64_t global_capacity() const { return capacity_ * s_.owner_size; }
+  int64_t pages() const { return pages_; }
+  int64_t width() const { return width_; }
+  const layout::KvStrides& k_strides() const { return k_strides_; }
+
+  // Rows < real_rows random (a few with NaN / Inf values); padding rows NaN garbage.
+  void randomize_inputs(std::mt19937_64& rng, int64_t real_rows) {
+    std::vector<uint16_t> v = random_kv_values(rng, s_.num_tokens, width_, s_.input_type);
+    const uint16_t specials[3] = {0x7fc0, 0x7f80, 0xff80};  // bf16 NaN, +Inf, -Inf
+    const uint16_t fp16_specials[3] = {0x7e00, 0x7c00, 0xfc00};
+    for (int64_t r = 0; r < s_.num_tokens; ++r) {
+      if (r >= real_rows) {
+        fill_bf16_garbage(v.data() + r * width_, width_, rng);
+      } else if (r % 11 == 3) {
+        v[r * width_ + rng() % width_] =
+            (s_.input_type == KvDataType::kBf16 ? specials : fp16_specials)[rng() % 3];
+      }
+    }
+    input_->host = as_bytes(v);
+  }
+  void set_input(const std::vector<uint16_t>& values) { input_->host = as_bytes(values); }
+  // Scales in [0.004, 0.5) (one per head; per-tensor uses the first).
+  void randomize_scales(std::mt19937_64& rng) {
+    if (k_scale_ == nullptr) return;
+    std::uniform_real_distribution<float> u(std::log(0.004f), std::log(0.5f));
+    std::vector<float> k(s_.heads), v(s_.heads);
+    for (auto& x : k) x = std::exp(u(rng));
+    for (auto& x : v) x = std::exp(u(rng));
+    set_scales(k, v);
+  }
+  void set_scales(const std::vector<float>& k, const std::vector<float>& v) {
+    if (k_scale_ == nullptr) return;
+    k_scale_->host = as_bytes(k);
+    v_scale_->host = as_bytes(v);
+  }
+  std::vector<float> host_scales(bool v) const {
+    const Mirror* m = v ? v_scale_ : k_scale_;
+    std::vector<float> out(m == nullptr ? 0 : m->host.size() / 4);
+    if (m != nullptr) std::memcpy(out.data(), m->host.data(), m->host.size());
+    return out;
+  }
+  void set_count(int32_t n) { n_->host = as_bytes(std::vector<int32_t>{n}); }
+  void set_slots(const std::vector<int64_t>& slots) {
+    slots_->host = slots_as_bytes(slots, s_.slot_type);
+  }
+  void upload_inputs() { sc_.upload_inputs(); }
+
+  Status run_device(cudaStream_t stream, LaunchOptions launch = {}) {
+    return store_paged_kv(params(Side::kDevice, launch), stream);
+  }
+  void run_reference() { reference::store_paged_kv(params(Side::kHost, {})); }
+  ::testing::AssertionResult outputs_match() const { return sc_.outputs_match(); }
+  Mirror& k_cache() { return *k_cache_; }
+  Mirror* v_cache() { return v_cache_; }
+  Mirror& input() { return *input_; }
+  Mirror& slots() { return *slots_; }
+  Diagnostics device_diagnostics() const {
+    Diagnostics d{};
+    const auto bytes = diagnostics_->download();
+    std::memcpy(&d, bytes.data(), sizeof d);
+    return d;
+  }
+
+  PagedKvParams params(Side side, LaunchOptions launch) {
+    PagedKvParams p;
+    p.batch = {s_.num_tokens, static_cast<const int32_t*>(n_->ptr(side)),
+               static_cast<Diagnostics*>(diagnostics_->ptr(side))};
+    p.slots = {slots_->ptr(side), s_.slot_type, s_.reserved_slot, s_.owner_rank, s_.owner_size};
+    p.num_heads = s_.heads;
+    p.input_type = s_.input_type;
+    p.cache_type = s_.cache_type;
+    p.num_pages = pages_;
+    p.page_size = s_.page_size;
+    auto* in = static_cast<uint16_t*>(input_->ptr(side));
+    p.k = {in, width_, k_head_stride_, s_.k_dim};
+    auto* k_base = static_cast<uint8_t*>(k_cache_->ptr(side));
+    const auto* k_scale = static_cast<const float*>(k_scale_ ? k_scale_->ptr(side) : nullptr);
+    const auto* v_scale = static_cast<const float*>(v_scale_ ? v_scale_->ptr(side) : nullptr);
+    p.k_cache = {k_base, k_strides_.page, k_strides_.entry, k_strides_.head, k_scale,
+                 s_.scale_stride};
+    if (s_.v_dim > 0) {
+      p.v = {in + s_.heads * k_head_stride_, width_, v_head_stride_, s_.v_dim};
+      uint8_t* v_base = v_cache_ ? static_cast<uint8_t*>(v_cache_->ptr(side))
+                                 : k_base + elem_ * v_offset_;
+      p.v_cache = {v_base, v_strides_.page, v_strides_.entry, v_strides_.head, v_scale,
+                   s_.scale_stride};
+    }
+    p.launch = launch;
+    return p;
+  }
+
+ private:
+  KvShape s_;
+  Scenario sc_;
+  int64_t pages_ = 0, capacity_ = 0, width_ = 0, elem_ = 2, v_offset_ = 0;
+  int64_t k_head_stride_ = 0, v_head_stride_ = 0;
+  layout::KvStrides k_strides_{}, v_strides_{};
+  Mirror *input_ = nullptr, *k_cache_ = nullptr, *v_cache_ = nullptr;
+  Mirror *k_scale_ = nullptr, *v_scale_ = nullptr, *slots_ = nullptr, *n_ = nullptr;
+  Mirror* diagnostics_ = nullptr;
+};
+
+}  // namespace cachestore::test
