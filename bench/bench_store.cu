@@ -432,7 +432,8 @@ void run_row(benchmark::State& state, Row r) {
     state.SkipWithError("pool too small");
     return;
   }
-  const bool kv = is_kv(r.op->op);
+  // The naive K/V rows scatter into the paged K/V caches: their capacity, not the MLA one.
+  const bool kv = is_kv(r.op->op) || r.op->op == Op::kNaiveKv || r.op->op == Op::kNaiveK;
   const bool mla = r.op->input_width > 128 && !kv;
   const bool bf16 = r.op->op == Op::kNaiveBf16 || r.op->op == Op::kBf16 || r.op->op == Op::kCopy;
   const int64_t capacity = kv ? (is_mla576(r.op->op) ? p.kv_slots * kKvHeads * kKvDim / 576
