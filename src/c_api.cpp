@@ -1,7 +1,11 @@
 // The C ABI: thin conversions to the C++ entry points.
 #include "cachestore/cachestore_c.h"
 
+#include <cstddef>
+#include <cstring>
+
 #include "cachestore/cachestore.h"
+#include "detail/status.h"
 
 namespace cs = cachestore;
 
@@ -16,6 +20,53 @@ cs::SlotMapping slots(const void* data, int32_t type, int64_t reserved) {
 }
 
 cachestore_status_t to_c(cs::Status s) { return static_cast<cachestore_status_t>(s); }
+
+// The versioned-struct rule of cachestore_c.h: a caller's struct of `struct_size` bytes is
+// copied over a zeroed T (fields it lacks keep their zero defaults); bytes past sizeof(T), which
+// a newer header added, must be zero.
+template <typename T>
+cs::Status read_params(const T* params, const char* name, T* out) {
+  if (params == nullptr)
+    return cs::detail::fail(cs::Status::kErrorInvalidArgument, "%s is null", name);
+  uint32_t size = 0;
+  std::memcpy(&size, params, sizeof size);
+  constexpr uint32_t kMinimum = offsetof(T, num_tokens) + sizeof(int64_t);
+  if (size < kMinimum)
+    return cs::detail::fail(cs::Status::kErrorInvalidArgument,
+                            "%s->struct_size = %u: set it to sizeof the struct "
+                            "(CACHESTORE_PARAMS_INIT)", name, size);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(params);
+  for (uint32_t i = sizeof(T); i < size; ++i)
+    if (bytes[i] != 0)
+      return cs::detail::fail(cs::Status::kErrorNotSupported,
+                              "%s: byte %u is set, a field this library (%u-byte struct) does not "
+                              "know", name, i, static_cast<uint32_t>(sizeof(T)));
+  std::memset(out, 0, sizeof(T));
+  std::memcpy(out, params, size < sizeof(T) ? size : sizeof(T));
+  return cs::Status::kSuccess;
+}
+
+template <typename T>
+cs::Batch batch_of(const T& p) {
+  return {p.num_tokens, p.num_tokens_non_padded, static_cast<cs::Diagnostics*>(p.diagnostics)};
+}
+
+cs::SlotMapping slots_of(const cachestore_slots_t& s) {
+  return {s.data, static_cast<cs::SlotType>(s.slot_type), s.reserved_slot, s.owner_rank,
+          s.owner_size == 0 ? 1 : s.owner_size};
+}
+
+cs::IndexKFp8Cache index_cache_of(const cachestore_index_k_fp8_cache_t& c) {
+  return {c.data, c.num_pages, c.page_size, c.page_stride_bytes, c.head_dim,
+          static_cast<cs::ScaleRule>(c.scale_rule)};
+}
+
+#define CACHESTORE_READ_PARAMS(type, params, local)                                  \
+  type local;                                                                        \
+  do {                                                                               \
+    const cs::Status read_status_ = read_params(params, "params", &local);           \
+    if (read_status_ != cs::Status::kSuccess) return to_c(read_status_);             \
+  } while (0)
 
 }  // namespace
 
@@ -105,6 +156,78 @@ cachestore_status_t cachestore_fused_store_cache(
   }
   p.launch.enable_pdl = enable_pdl != 0;
   return to_c(cs::fused_store_cache(p, static_cast<cudaStream_t>(stream)));
+}
+
+cachestore_status_t cachestore_store_index_k_bf16_v2(const cachestore_index_k_bf16_params_t* params,
+                                                     void* stream) {
+  CACHESTORE_READ_PARAMS(cachestore_index_k_bf16_params_t, params, c);
+  cs::IndexKBf16Params p;
+  p.batch = batch_of(c);
+  p.slots = slots_of(c.slots);
+  p.k = c.k;
+  p.k_row_stride = c.k_row_stride;
+  p.cache = c.cache;
+  p.cache_row_stride = c.cache_row_stride;
+  p.num_slots = c.num_slots;
+  p.head_dim = c.head_dim;
+  p.launch.enable_pdl = c.enable_pdl != 0;
+  return to_c(cs::store_index_k_bf16(p, static_cast<cudaStream_t>(stream)));
+}
+
+cachestore_status_t cachestore_store_index_k_fp8_v2(const cachestore_index_k_fp8_params_t* params,
+                                                    void* stream) {
+  CACHESTORE_READ_PARAMS(cachestore_index_k_fp8_params_t, params, c);
+  cs::IndexKFp8Params p;
+  p.batch = batch_of(c);
+  p.slots = slots_of(c.slots);
+  p.k = c.k;
+  p.k_row_stride = c.k_row_stride;
+  p.cache = index_cache_of(c.cache);
+  p.launch.enable_pdl = c.enable_pdl != 0;
+  return to_c(cs::store_index_k_fp8(p, static_cast<cudaStream_t>(stream)));
+}
+
+cachestore_status_t cachestore_fused_store_cache_v2(const cachestore_fused_store_params_t* params,
+                                                    void* stream) {
+  CACHESTORE_READ_PARAMS(cachestore_fused_store_params_t, params, c);
+  cs::FusedStoreParams p;
+  p.batch = batch_of(c);
+  p.kv_slots = slots_of(c.kv_slots);
+  p.nope = c.nope;
+  p.nope_row_stride = c.nope_row_stride;
+  p.rope = c.rope;
+  p.rope_row_stride = c.rope_row_stride;
+  p.kv_cache = {static_cast<cs::MlaLayout>(c.layout), c.kv_cache, c.kv_num_pages, c.kv_page_size,
+                c.kv_page_stride_bytes, static_cast<cs::ScaleRule>(c.kv_scale_rule)};
+  if (c.index_k != nullptr) {
+    p.index_k = c.index_k;
+    p.index_k_row_stride = c.index_k_row_stride;
+    p.index_slots = slots_of(c.index_slots);
+    p.index_cache = index_cache_of(c.index_cache);
+  }
+  p.launch.enable_pdl = c.enable_pdl != 0;
+  return to_c(cs::fused_store_cache(p, static_cast<cudaStream_t>(stream)));
+}
+
+cachestore_status_t cachestore_store_paged_kv(const cachestore_paged_kv_params_t* params,
+                                              void* stream) {
+  CACHESTORE_READ_PARAMS(cachestore_paged_kv_params_t, params, c);
+  cs::PagedKvParams p;
+  p.batch = batch_of(c);
+  p.slots = slots_of(c.slots);
+  p.num_heads = c.num_heads;
+  p.input_type = static_cast<cs::KvDataType>(c.input_type);
+  p.cache_type = static_cast<cs::KvCacheType>(c.cache_type);
+  p.num_pages = c.num_pages;
+  p.page_size = c.page_size;
+  const auto side = [](const cachestore_kv_side_t& s, cs::KvInput* in, cs::KvCacheView* cache) {
+    *in = {s.data, s.token_stride, s.head_stride, s.head_dim};
+    *cache = {s.cache, s.page_stride, s.entry_stride, s.cache_head_stride, s.scale, s.scale_stride};
+  };
+  side(c.k, &p.k, &p.k_cache);
+  if (c.v.data != nullptr) side(c.v, &p.v, &p.v_cache);
+  p.launch.enable_pdl = c.enable_pdl != 0;
+  return to_c(cs::store_paged_kv(p, static_cast<cudaStream_t>(stream)));
 }
 
 }  // extern "C"

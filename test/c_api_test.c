@@ -58,6 +58,90 @@ int main(void) {
   EXPECT(s == CACHESTORE_ERROR_INVALID_ARGUMENT);
   EXPECT(strstr(cachestore_last_error_message(), "index_slots.data") != NULL);
 
+  /* The extensible entry points: struct_size rules, then the same validation as the C++ API. */
+  {
+    cachestore_paged_kv_params_t kv;
+    cachestore_index_k_fp8_params_t fp8;
+    cachestore_fused_store_params_t fused;
+    cachestore_index_k_bf16_params_t bf16;
+    unsigned char newer[sizeof(cachestore_paged_kv_params_t) + 16];
+
+    EXPECT(cachestore_store_paged_kv(NULL, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    memset(&kv, 0, sizeof kv); /* struct_size not set */
+    EXPECT(cachestore_store_paged_kv(&kv, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "struct_size") != NULL);
+
+    CACHESTORE_PARAMS_INIT(kv);
+    kv.num_tokens = 4;
+    kv.slots.data = fake(0x1000);
+    kv.slots.slot_type = CACHESTORE_SLOT_INT64;
+    kv.slots.reserved_slot = -1;
+    kv.num_heads = 8;
+    kv.page_size = 16;
+    kv.num_pages = 4;
+    kv.cache_type = CACHESTORE_KV_CACHE_FP8_E4M3;
+    kv.k.data = fake(0x2000); kv.k.token_stride = 2048; kv.k.head_stride = 128; kv.k.head_dim = 128;
+    kv.k.cache = fake(0x100000); kv.k.page_stride = 16 * 1024; kv.k.entry_stride = 1024;
+    kv.k.cache_head_stride = 128; kv.k.scale = NULL;
+    EXPECT(cachestore_store_paged_kv(&kv, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "k_cache.scale") != NULL);
+    kv.k.scale = (const float*)fake(0x9000);
+    kv.slots.owner_size = 3; /* owner_size 0 means 1; 3 is no power of two */
+    EXPECT(cachestore_store_paged_kv(&kv, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "slots.owner_size") != NULL);
+    kv.slots.owner_size = 0;
+    kv.k.head_dim = 72;
+    EXPECT(cachestore_store_paged_kv(&kv, NULL) == CACHESTORE_ERROR_NOT_SUPPORTED);
+    EXPECT(strstr(cachestore_last_error_message(), "k.head_dim") != NULL);
+
+    /* A caller compiled against a newer header: unknown trailing fields must be zero. */
+    kv.k.head_dim = 72;
+    memset(newer, 0, sizeof newer);
+    memcpy(newer, &kv, sizeof kv);
+    {
+      uint32_t size = (uint32_t)sizeof newer;
+      memcpy(newer, &size, sizeof size);
+    }
+    EXPECT(cachestore_store_paged_kv((const cachestore_paged_kv_params_t*)newer, NULL) ==
+           CACHESTORE_ERROR_NOT_SUPPORTED); /* the same head_dim error: zeros were accepted */
+    EXPECT(strstr(cachestore_last_error_message(), "k.head_dim") != NULL);
+    newer[sizeof kv + 3] = 1;
+    EXPECT(cachestore_store_paged_kv((const cachestore_paged_kv_params_t*)newer, NULL) ==
+           CACHESTORE_ERROR_NOT_SUPPORTED);
+    EXPECT(strstr(cachestore_last_error_message(), "does not know") != NULL);
+
+    CACHESTORE_PARAMS_INIT(fp8);
+    fp8.num_tokens = 4;
+    fp8.slots.data = fake(0x1000);
+    fp8.slots.slot_type = CACHESTORE_SLOT_INT32;
+    fp8.slots.reserved_slot = -1;
+    fp8.k = fake(0x2000); fp8.k_row_stride = 128;
+    fp8.cache.data = fake(0x4000); fp8.cache.num_pages = 8; fp8.cache.page_size = 64;
+    fp8.cache.page_stride_bytes = 8448; fp8.cache.head_dim = 128; fp8.cache.scale_rule = 7;
+    EXPECT(cachestore_store_index_k_fp8_v2(&fp8, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "cache.scale_rule") != NULL);
+
+    CACHESTORE_PARAMS_INIT(fused);
+    fused.num_tokens = 4;
+    fused.kv_slots.data = fake(0x1000);
+    fused.kv_slots.slot_type = CACHESTORE_SLOT_INT64;
+    fused.kv_slots.reserved_slot = -1;
+    fused.kv_slots.owner_size = 2;
+    fused.kv_slots.owner_rank = 2;
+    fused.nope = fake(0x2000); fused.nope_row_stride = 576;
+    fused.rope = fake(0x2000 + 896); fused.rope_row_stride = 576;
+    fused.layout = CACHESTORE_MLA_V4; fused.kv_scale_rule = CACHESTORE_SCALE_POW2;
+    fused.kv_cache = fake(0x8000); fused.kv_num_pages = 4; fused.kv_page_size = 64;
+    fused.kv_page_stride_bytes = 37440;
+    EXPECT(cachestore_fused_store_cache_v2(&fused, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "kv_slots.owner_rank") != NULL);
+
+    CACHESTORE_PARAMS_INIT(bf16);
+    bf16.num_tokens = -1;
+    EXPECT(cachestore_store_index_k_bf16_v2(&bf16, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "batch.num_tokens") != NULL);
+  }
+
   s = cachestore_query_device(0, NULL, NULL, NULL);
   EXPECT(s == CACHESTORE_SUCCESS || s == CACHESTORE_ERROR_CUDA_RUNTIME ||
          s == CACHESTORE_ERROR_ARCH_MISMATCH);

@@ -7,6 +7,7 @@
 #define CACHESTORE_CACHESTORE_C_H_
 
 #include <stdint.h>
+#include <string.h>
 
 #include "cachestore/export.h"
 
@@ -74,6 +75,115 @@ CACHESTORE_EXPORT cachestore_status_t cachestore_fused_store_cache(
     void* index_cache, int64_t index_num_pages, int32_t index_page_size,
     int64_t index_page_stride_bytes, int32_t index_head_dim, int32_t index_scale_rule,
     int32_t enable_pdl, void* stream);
+
+/* ---- Extensible entry points (the rule for every entry point from version 0.2 on) ----------
+ * Each takes one parameter struct whose first member is `uint32_t struct_size`: the caller sets
+ * it to sizeof the struct as it was compiled (CACHESTORE_PARAMS_INIT zeroes the struct and sets
+ * it). Fields are only ever appended, never moved or removed, and every field's zero is its
+ * default (owner_size 0 means 1, no sharding). So a caller compiled against an older header
+ * passes a shorter struct and gets the defaults for the newer fields, and a caller compiled
+ * against a newer header runs on an older library as long as the fields that library does not
+ * know are zero (otherwise CACHESTORE_ERROR_NOT_SUPPORTED, naming the byte offset). The embedded
+ * cachestore_slots_t is frozen; new options go at the end of the outer struct. The flat-argument
+ * functions above are frozen as they are (round 1) and stay exported. */
+#define CACHESTORE_PARAMS_INIT(params)          \
+  do {                                          \
+    memset(&(params), 0, sizeof(params));       \
+    (params).struct_size = sizeof(params);      \
+  } while (0)
+
+enum { CACHESTORE_KV_BF16 = 0, CACHESTORE_KV_FP16 = 1 };
+enum { CACHESTORE_KV_CACHE_AUTO = 0, CACHESTORE_KV_CACHE_FP8_E4M3 = 1,
+       CACHESTORE_KV_CACHE_FP8_E5M2 = 2 };
+
+/* A slot mapping: slot_type CACHESTORE_SLOT_*; reserved_slot -1 for none (0 is a slot: set -1
+ * explicitly); owner sharding of paged caches (page g = slot / P is owner g % owner_size's, at
+ * its local page g / owner_size), owner_size 0 or 1 = off. */
+typedef struct cachestore_slots_t {
+  const void* data;       /* device int32 or int64 [num_tokens] */
+  int32_t slot_type;
+  int32_t owner_rank;
+  int64_t reserved_slot;
+  int32_t owner_size;
+  int32_t pad0;           /* zero */
+} cachestore_slots_t;
+
+/* The batch fields every params struct starts with, after struct_size. */
+#define CACHESTORE_BATCH_FIELDS                                                            \
+  uint32_t struct_size;                                                                    \
+  int32_t enable_pdl;                  /* nonzero: programmatic dependent launch, sm_90+ */ \
+  int64_t num_tokens;                  /* rows in the padded batch */                       \
+  const int32_t* num_tokens_non_padded; /* device [1] or NULL (all rows real) */           \
+  void* diagnostics                    /* device uint64[2] or NULL */
+
+typedef struct cachestore_index_k_bf16_params_t {
+  CACHESTORE_BATCH_FIELDS;
+  cachestore_slots_t slots;
+  const void* k; int64_t k_row_stride;          /* bf16 [num_tokens, head_dim], elements */
+  void* cache; int64_t cache_row_stride;        /* bf16 [num_slots, head_dim], elements */
+  int64_t num_slots;
+  int32_t head_dim;
+  int32_t pad0;
+} cachestore_index_k_bf16_params_t;
+
+typedef struct cachestore_index_k_fp8_cache_t {
+  void* data;             /* device [num_pages, page_stride_bytes] uint8 */
+  int64_t num_pages;
+  int64_t page_stride_bytes;
+  int32_t page_size;
+  int32_t head_dim;
+  int32_t scale_rule;     /* CACHESTORE_SCALE_* */
+  int32_t pad0;
+} cachestore_index_k_fp8_cache_t;
+
+typedef struct cachestore_index_k_fp8_params_t {
+  CACHESTORE_BATCH_FIELDS;
+  cachestore_slots_t slots;
+  const void* k; int64_t k_row_stride;          /* bf16 [num_tokens, head_dim], elements */
+  cachestore_index_k_fp8_cache_t cache;
+} cachestore_index_k_fp8_params_t;
+
+typedef struct cachestore_fused_store_params_t {
+  CACHESTORE_BATCH_FIELDS;
+  cachestore_slots_t kv_slots;
+  const void* nope; int64_t nope_row_stride;    /* bf16 [num_tokens, 448 | 512] */
+  const void* rope; int64_t rope_row_stride;    /* bf16 [num_tokens, 64] */
+  int32_t layout;                               /* CACHESTORE_MLA_* */
+  int32_t kv_scale_rule;
+  void* kv_cache; int64_t kv_num_pages; int64_t kv_page_stride_bytes; int32_t kv_page_size;
+  int32_t pad0;
+  const void* index_k; int64_t index_k_row_stride; /* NULL: no fused index-K */
+  cachestore_slots_t index_slots;               /* same slot_type as kv_slots */
+  cachestore_index_k_fp8_cache_t index_cache;
+} cachestore_fused_store_params_t;
+
+/* One side (K or V) of store_paged_kv: the input and the cache view (cachestore.h). */
+typedef struct cachestore_kv_side_t {
+  const void* data; int64_t token_stride; int64_t head_stride; int32_t head_dim; int32_t pad0;
+  void* cache; int64_t page_stride; int64_t entry_stride; int64_t cache_head_stride;
+  const float* scale; int32_t scale_stride; int32_t pad1;
+} cachestore_kv_side_t;
+
+typedef struct cachestore_paged_kv_params_t {
+  CACHESTORE_BATCH_FIELDS;
+  cachestore_slots_t slots;
+  int32_t num_heads;
+  int32_t input_type;     /* CACHESTORE_KV_BF16 | _FP16 */
+  int32_t cache_type;     /* CACHESTORE_KV_CACHE_* */
+  int32_t page_size;
+  int64_t num_pages;
+  cachestore_kv_side_t k;
+  cachestore_kv_side_t v; /* v.data == NULL: K only */
+} cachestore_paged_kv_params_t;
+
+CACHESTORE_EXPORT cachestore_status_t cachestore_store_index_k_bf16_v2(
+    const cachestore_index_k_bf16_params_t* params, void* stream);
+CACHESTORE_EXPORT cachestore_status_t cachestore_store_index_k_fp8_v2(
+    const cachestore_index_k_fp8_params_t* params, void* stream);
+CACHESTORE_EXPORT cachestore_status_t cachestore_fused_store_cache_v2(
+    const cachestore_fused_store_params_t* params, void* stream);
+CACHESTORE_EXPORT cachestore_status_t cachestore_store_paged_kv(
+    const cachestore_paged_kv_params_t* params, void* stream);
 
 #ifdef __cplusplus
 }
