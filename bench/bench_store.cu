@@ -205,8 +205,8 @@ struct Row {
 };
 
 // The paged K/V store of one row: NHD or HND, auto or fp8, or the 576-wide MLA rows.
-PagedKvParams kv_params(Op op, const uint16_t* in, int64_t n, const Batch& batch,
-                        const SlotMapping& slots, const LaunchOptions& launch) {
+PagedKvParams kv_params(Op op, const uint16_t* in, const Batch& batch, const SlotMapping& slots,
+                        const LaunchOptions& launch) {
   Pool& p = *g_pool;
   PagedKvParams kv;
   kv.batch = batch;
@@ -236,7 +236,6 @@ PagedKvParams kv_params(Op op, const uint16_t* in, int64_t n, const Batch& batch
   kv.k_cache = {k_cache, st.page, st.entry, st.head, scales, 1};
   kv.v_cache = {thrust::raw_pointer_cast(p.kv_v_cache.data()), st.page, st.entry, st.head,
                 scales + kKvHeads, 1};
-  (void)n;
   return kv;
 }
 
@@ -304,7 +303,7 @@ Status issue(const Row& r, int set, int64_t set_elems, cudaStream_t stream) {
     case Op::kKvNhdFp8:
     case Op::kKvHndFp8:
     case Op::kKvMla576:
-      return store_paged_kv(kv_params(r.op->op, in, n, batch, slot_map, launch), stream);
+      return store_paged_kv(kv_params(r.op->op, in, batch, slot_map, launch), stream);
     case Op::kNaiveFp8:
       return naive_fp8_store(in, slots, thrust::raw_pointer_cast(p.fp8_cache.data()), n, 6,
                              fp8_stride, thrust::raw_pointer_cast(p.naive_scale.data()),

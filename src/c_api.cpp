@@ -11,12 +11,20 @@ namespace cs = cachestore;
 
 namespace {
 
-cs::Batch batch(int64_t num_tokens, const int32_t* n, void* diagnostics) {
-  return {num_tokens, n, static_cast<cs::Diagnostics*>(diagnostics)};
+// A versioned params struct of this header's size with the flat arguments' batch fields.
+template <typename T>
+T params_with_batch(int64_t num_tokens, const int32_t* n, void* diagnostics, int32_t pdl) {
+  T p{};
+  p.struct_size = sizeof p;
+  p.enable_pdl = pdl;
+  p.num_tokens = num_tokens;
+  p.num_tokens_non_padded = n;
+  p.diagnostics = diagnostics;
+  return p;
 }
 
-cs::SlotMapping slots(const void* data, int32_t type, int64_t reserved) {
-  return {data, static_cast<cs::SlotType>(type), reserved};
+cachestore_slots_t c_slots(const void* data, int32_t type, int64_t reserved) {
+  return {data, type, 0, reserved, 1, 0};
 }
 
 cachestore_status_t to_c(cs::Status s) { return static_cast<cachestore_status_t>(s); }
@@ -94,22 +102,22 @@ cachestore_status_t cachestore_query_device(int32_t device, int32_t* path,
   return CACHESTORE_SUCCESS;
 }
 
+// The frozen round-1 functions: their arguments in the versioned structs.
 cachestore_status_t cachestore_store_index_k_bf16(
     int64_t num_tokens, const int32_t* num_tokens_non_padded, void* diagnostics,
     const void* slot_mapping, int32_t slot_type, int64_t reserved_slot, const void* k,
     int64_t k_row_stride, void* cache, int64_t cache_row_stride, int64_t num_slots,
     int32_t head_dim, int32_t enable_pdl, void* stream) {
-  cs::IndexKBf16Params p;
-  p.batch = batch(num_tokens, num_tokens_non_padded, diagnostics);
-  p.slots = slots(slot_mapping, slot_type, reserved_slot);
+  auto p = params_with_batch<cachestore_index_k_bf16_params_t>(num_tokens, num_tokens_non_padded,
+                                   diagnostics, enable_pdl);
+  p.slots = c_slots(slot_mapping, slot_type, reserved_slot);
   p.k = k;
   p.k_row_stride = k_row_stride;
   p.cache = cache;
   p.cache_row_stride = cache_row_stride;
   p.num_slots = num_slots;
   p.head_dim = head_dim;
-  p.launch.enable_pdl = enable_pdl != 0;
-  return to_c(cs::store_index_k_bf16(p, static_cast<cudaStream_t>(stream)));
+  return cachestore_store_index_k_bf16_v2(&p, stream);
 }
 
 cachestore_status_t cachestore_store_index_k_fp8(
@@ -118,15 +126,13 @@ cachestore_status_t cachestore_store_index_k_fp8(
     int64_t k_row_stride, void* cache, int64_t num_pages, int32_t page_size,
     int64_t page_stride_bytes, int32_t head_dim, int32_t scale_rule, int32_t enable_pdl,
     void* stream) {
-  cs::IndexKFp8Params p;
-  p.batch = batch(num_tokens, num_tokens_non_padded, diagnostics);
-  p.slots = slots(slot_mapping, slot_type, reserved_slot);
+  auto p = params_with_batch<cachestore_index_k_fp8_params_t>(num_tokens, num_tokens_non_padded,
+                                   diagnostics, enable_pdl);
+  p.slots = c_slots(slot_mapping, slot_type, reserved_slot);
   p.k = k;
   p.k_row_stride = k_row_stride;
-  p.cache = {cache, num_pages, page_size, page_stride_bytes, head_dim,
-             static_cast<cs::ScaleRule>(scale_rule)};
-  p.launch.enable_pdl = enable_pdl != 0;
-  return to_c(cs::store_index_k_fp8(p, static_cast<cudaStream_t>(stream)));
+  p.cache = {cache, num_pages, page_stride_bytes, page_size, head_dim, scale_rule, 0};
+  return cachestore_store_index_k_fp8_v2(&p, stream);
 }
 
 cachestore_status_t cachestore_fused_store_cache(
@@ -138,24 +144,25 @@ cachestore_status_t cachestore_fused_store_cache(
     const void* index_slot_mapping, int64_t index_reserved_slot, void* index_cache,
     int64_t index_num_pages, int32_t index_page_size, int64_t index_page_stride_bytes,
     int32_t index_head_dim, int32_t index_scale_rule, int32_t enable_pdl, void* stream) {
-  cs::FusedStoreParams p;
-  p.batch = batch(num_tokens, num_tokens_non_padded, diagnostics);
-  p.kv_slots = slots(kv_slot_mapping, slot_type, kv_reserved_slot);
+  auto p = params_with_batch<cachestore_fused_store_params_t>(num_tokens, num_tokens_non_padded,
+                                   diagnostics, enable_pdl);
+  p.kv_slots = c_slots(kv_slot_mapping, slot_type, kv_reserved_slot);
   p.nope = nope;
   p.nope_row_stride = nope_row_stride;
   p.rope = rope;
   p.rope_row_stride = rope_row_stride;
-  p.kv_cache = {static_cast<cs::MlaLayout>(layout), kv_cache, kv_num_pages, kv_page_size,
-                kv_page_stride_bytes, static_cast<cs::ScaleRule>(kv_scale_rule)};
-  if (index_k != nullptr) {
-    p.index_k = index_k;
-    p.index_k_row_stride = index_k_row_stride;
-    p.index_slots = slots(index_slot_mapping, slot_type, index_reserved_slot);
-    p.index_cache = {index_cache, index_num_pages, index_page_size, index_page_stride_bytes,
-                     index_head_dim, static_cast<cs::ScaleRule>(index_scale_rule)};
-  }
-  p.launch.enable_pdl = enable_pdl != 0;
-  return to_c(cs::fused_store_cache(p, static_cast<cudaStream_t>(stream)));
+  p.layout = layout;
+  p.kv_scale_rule = kv_scale_rule;
+  p.kv_cache = kv_cache;
+  p.kv_num_pages = kv_num_pages;
+  p.kv_page_stride_bytes = kv_page_stride_bytes;
+  p.kv_page_size = kv_page_size;
+  p.index_k = index_k;
+  p.index_k_row_stride = index_k_row_stride;
+  p.index_slots = c_slots(index_slot_mapping, slot_type, index_reserved_slot);
+  p.index_cache = {index_cache,     index_num_pages,  index_page_stride_bytes, index_page_size,
+                   index_head_dim, index_scale_rule, 0};
+  return cachestore_fused_store_cache_v2(&p, stream);
 }
 
 cachestore_status_t cachestore_store_index_k_bf16_v2(const cachestore_index_k_bf16_params_t* params,

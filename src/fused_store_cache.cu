@@ -30,18 +30,6 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
                               index, rows);
 }
 
-template <MlaLayout kLayout>
-Status launch_fused_for_layout(const FusedStoreParams& p, const detail::ArchInfo& arch,
-                               const kernels::MlaArgs& kv, const kernels::IndexKFp8Args& index,
-                               int32_t values, cudaStream_t stream) {
-  const bool i32 = p.kv_slots.type == SlotType::kInt32;
-  if (values == 8)
-    return i32 ? launch_fused<kLayout, int32_t, 8>(p, arch, kv, index, stream)
-               : launch_fused<kLayout, int64_t, 8>(p, arch, kv, index, stream);
-  return i32 ? launch_fused<kLayout, int32_t, 16>(p, arch, kv, index, stream)
-             : launch_fused<kLayout, int64_t, 16>(p, arch, kv, index, stream);
-}
-
 }  // namespace
 
 Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
@@ -75,7 +63,6 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
   if (p.batch.num_tokens == 0) return detail::succeed();
 
   const MlaCache& c = p.kv_cache;
-  const int32_t values = detail::values_per_lane(p.batch.num_tokens);
   const kernels::MlaArgs kv{detail::slot_args(p.kv_slots, c.num_pages * c.page_size),
                             static_cast<const uint16_t*>(p.nope),
                             p.nope_row_stride,
@@ -84,13 +71,19 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
                             {static_cast<uint8_t*>(c.data), c.page_stride_bytes,
                              detail::log2_exact(c.page_size)},
                             c.scale_rule};
-  const kernels::IndexKFp8Args index =
-      p.index_k == nullptr
-          ? kernels::IndexKFp8Args{}
-          : detail::index_k_fp8_args(p.index_slots, p.index_k, p.index_k_row_stride,
-                                     p.index_cache, values);
-  return v4 ? launch_fused_for_layout<MlaLayout::kV4>(p, arch, kv, index, values, stream)
-            : launch_fused_for_layout<MlaLayout::kV32>(p, arch, kv, index, values, stream);
+  const bool i32 = p.kv_slots.type == SlotType::kInt32;
+  return detail::with_values_per_lane(p.batch.num_tokens, [&](auto values) {
+    constexpr int kN = decltype(values)::value;
+    const kernels::IndexKFp8Args index =
+        p.index_k == nullptr ? kernels::IndexKFp8Args{}
+                             : detail::index_k_fp8_args(p.index_slots, p.index_k,
+                                                        p.index_k_row_stride, p.index_cache, kN);
+    if (v4)
+      return i32 ? launch_fused<MlaLayout::kV4, int32_t, kN>(p, arch, kv, index, stream)
+                 : launch_fused<MlaLayout::kV4, int64_t, kN>(p, arch, kv, index, stream);
+    return i32 ? launch_fused<MlaLayout::kV32, int32_t, kN>(p, arch, kv, index, stream)
+               : launch_fused<MlaLayout::kV32, int64_t, kN>(p, arch, kv, index, stream);
+  });
 }
 
 }  // namespace cachestore

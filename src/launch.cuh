@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 #include "arch.h"
@@ -48,6 +49,13 @@ inline Status grid_for_rows(int64_t rows, int64_t rows_per_block, dim3* grid) {
 inline constexpr int64_t kSmallBatchRows = 1024;
 inline int32_t values_per_lane(int64_t num_tokens) {
   return num_tokens <= kSmallBatchRows ? 8 : 16;
+}
+
+// f(std::integral_constant<int, kN>{}) for the kN = values_per_lane(num_tokens) kernels.
+template <typename F>
+Status with_values_per_lane(int64_t num_tokens, F&& f) {
+  return values_per_lane(num_tokens) == 8 ? f(std::integral_constant<int, 8>{})
+                                          : f(std::integral_constant<int, 16>{});
 }
 
 // With PDL, a grid of at most one block per SM fits in one wave: its threads trigger at the top

@@ -48,18 +48,14 @@ Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
   CACHESTORE_RETURN_IF_ERROR(detail::current_arch(&arch));
   if (p.batch.num_tokens == 0) return detail::succeed();
 
-  const int32_t values = detail::values_per_lane(p.batch.num_tokens);
-  const kernels::IndexKFp8Args args =
-      detail::index_k_fp8_args(p.slots, p.k, p.k_row_stride, p.cache, values);
-  return values == 8
-             ? detail::launch_index_k(kernels::index_k_fp8_kernel<int32_t, 8>,
-                                      kernels::index_k_fp8_kernel<int64_t, 8>, p.batch,
-                                      p.slots.type, p.launch, arch, 1 << args.lanes_log2, args,
-                                      stream)
-             : detail::launch_index_k(kernels::index_k_fp8_kernel<int32_t, 16>,
-                                      kernels::index_k_fp8_kernel<int64_t, 16>, p.batch,
-                                      p.slots.type, p.launch, arch, 1 << args.lanes_log2, args,
-                                      stream);
+  return detail::with_values_per_lane(p.batch.num_tokens, [&](auto values) {
+    constexpr int kN = decltype(values)::value;
+    const kernels::IndexKFp8Args args =
+        detail::index_k_fp8_args(p.slots, p.k, p.k_row_stride, p.cache, kN);
+    return detail::launch_index_k(kernels::index_k_fp8_kernel<int32_t, kN>,
+                                  kernels::index_k_fp8_kernel<int64_t, kN>, p.batch, p.slots.type,
+                                  p.launch, arch, 1 << args.lanes_log2, args, stream);
+  });
 }
 
 }  // namespace cachestore

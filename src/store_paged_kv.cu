@@ -131,9 +131,7 @@ kernels::KvSideArgs side_args(const KvInput& in, const KvCacheView& c) {
           in.token_stride,
           in.head_stride,
           static_cast<uint8_t*>(c.data),
-          c.page_stride,
-          c.entry_stride,
-          c.head_stride,
+          {c.page_stride, c.entry_stride, c.head_stride},
           c.scale,
           c.scale_stride,
           kernels::FastDivmod::make(static_cast<uint32_t>(in.head_dim / 8))};

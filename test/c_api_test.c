@@ -18,6 +18,16 @@ static int failures = 0;
 
 static void* fake(unsigned long address) { return (void*)address; }
 
+/* A slot mapping at a fake address: no reserved slot, no sharding. */
+static cachestore_slots_t fake_slots(unsigned long address, int32_t slot_type) {
+  cachestore_slots_t slots;
+  memset(&slots, 0, sizeof slots);
+  slots.data = fake(address);
+  slots.slot_type = slot_type;
+  slots.reserved_slot = -1;
+  return slots;
+}
+
 int main(void) {
   cachestore_status_t s;
   EXPECT(cachestore_version() >= 100);
@@ -73,9 +83,7 @@ int main(void) {
 
     CACHESTORE_PARAMS_INIT(kv);
     kv.num_tokens = 4;
-    kv.slots.data = fake(0x1000);
-    kv.slots.slot_type = CACHESTORE_SLOT_INT64;
-    kv.slots.reserved_slot = -1;
+    kv.slots = fake_slots(0x1000, CACHESTORE_SLOT_INT64);
     kv.num_heads = 8;
     kv.page_size = 16;
     kv.num_pages = 4;
@@ -112,9 +120,7 @@ int main(void) {
 
     CACHESTORE_PARAMS_INIT(fp8);
     fp8.num_tokens = 4;
-    fp8.slots.data = fake(0x1000);
-    fp8.slots.slot_type = CACHESTORE_SLOT_INT32;
-    fp8.slots.reserved_slot = -1;
+    fp8.slots = fake_slots(0x1000, CACHESTORE_SLOT_INT32);
     fp8.k = fake(0x2000); fp8.k_row_stride = 128;
     fp8.cache.data = fake(0x4000); fp8.cache.num_pages = 8; fp8.cache.page_size = 64;
     fp8.cache.page_stride_bytes = 8448; fp8.cache.head_dim = 128; fp8.cache.scale_rule = 7;
@@ -123,9 +129,7 @@ int main(void) {
 
     CACHESTORE_PARAMS_INIT(fused);
     fused.num_tokens = 4;
-    fused.kv_slots.data = fake(0x1000);
-    fused.kv_slots.slot_type = CACHESTORE_SLOT_INT64;
-    fused.kv_slots.reserved_slot = -1;
+    fused.kv_slots = fake_slots(0x1000, CACHESTORE_SLOT_INT64);
     fused.kv_slots.owner_size = 2;
     fused.kv_slots.owner_rank = 2;
     fused.nope = fake(0x2000); fused.nope_row_stride = 576;

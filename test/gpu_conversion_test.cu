@@ -138,8 +138,11 @@ __global__ void quotient_kernel(uint32_t amax_stride, Mismatches* out) {
     if (!(fabsf(x) <= amax) && !isnan(x)) continue;
     for (int rule = 0; rule < 2; ++rule) {
       const float s = scales[rule];
-      const float fast = rule == 0 ? kernels::amax_rule_quotient<false>(x, s)
-                                   : kernels::amax_rule_quotient<true>(x, s);
+      // What fp8_divided computes for each rule's scales (ScaleSource).
+      const float fast = rule == 0 ? kernels::markstein_quotient<false>(x, s, __frcp_rn(s))
+                       : kernels::markstein_applies(s)
+                           ? kernels::markstein_quotient<false>(x, s, __frcp_rn(s))
+                           : __fdiv_rn(x, s);
       const float ieee = __fdiv_rn(x, s);
       const auto e4m3 = [](float q) {
         return __nv_cvt_float2_to_fp8x2(make_float2(q, q), __NV_SATFINITE, __NV_E4M3) & 0xff;

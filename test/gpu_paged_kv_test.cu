@@ -24,13 +24,7 @@ class PagedKvTest : public GpuTest {
     c.set_count(n);
     c.set_slots(step_slots(rng_, b, n, c.global_capacity(), c.shape().reserved_slot, faults));
     c.upload_inputs();
-    const Status status = c.run_device(nullptr);
-    if (status != Status::kSuccess)
-      return ::testing::AssertionFailure() << status_string(status) << ": " << last_error_message();
-    const cudaError_t err = cudaDeviceSynchronize();
-    if (err != cudaSuccess) return ::testing::AssertionFailure() << cudaGetErrorString(err);
-    c.run_reference();
-    return c.outputs_match();
+    return store_matches_reference(c);
   }
   void run_random_steps(KvCase& c) {
     std::uniform_int_distribution<int32_t> n(0, static_cast<int32_t>(c.shape().num_tokens));
@@ -135,12 +129,8 @@ TEST_P(PagedKvReplay, GraphReplayNeverWritesPaddingRowsAndSeesNewScales) {
   cudaStream_t stream;
   CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph;
-  CUDA_ASSERT(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const Status captured = c.run_device(stream);
-  CUDA_ASSERT(cudaStreamEndCapture(stream, &graph));
-  ASSERT_EQ(captured, Status::kSuccess) << last_error_message();
   cudaGraphExec_t exec;
-  CUDA_ASSERT(cudaGraphInstantiate(&exec, graph, 0));
+  ASSERT_TRUE(capture_store(c, stream, &graph, &exec));
 
   // The control for NHD auto: what an engine composes, k_cache.view(-1, H*D)[slots] = k and the
   // same for v, as two unguarded scatters of contiguous copies of K and V.
@@ -245,10 +235,7 @@ TEST_F(PagedKvTest, OwnerShardsUnionEqualsUnshardedStore) {
     whole.set_count(56);
     whole.set_slots(slots);
     whole.upload_inputs();
-    STORE_ASSERT(whole.run_device(nullptr));
-    CUDA_ASSERT(cudaDeviceSynchronize());
-    whole.run_reference();
-    ASSERT_TRUE(whole.outputs_match());
+    ASSERT_TRUE(store_matches_reference(whole));
     const std::vector<uint8_t> unsharded = whole.k_cache().download();
     const int64_t page_bytes = whole.k_strides().page;  // fp8: 1 byte per element
 
@@ -267,10 +254,7 @@ TEST_F(PagedKvTest, OwnerShardsUnionEqualsUnshardedStore) {
         shard.set_count(56);
         shard.set_slots(slots);
         shard.upload_inputs();
-        STORE_ASSERT(shard.run_device(nullptr));
-        CUDA_ASSERT(cudaDeviceSynchronize());
-        shard.run_reference();
-        ASSERT_TRUE(shard.outputs_match()) << owners << " owners, rank " << rank;
+        ASSERT_TRUE(store_matches_reference(shard)) << owners << " owners, rank " << rank;
         const std::vector<uint8_t> local = shard.k_cache().download();
         for (int64_t g = rank; g < global_pages; g += owners) {
           const int64_t lp = g / owners;
@@ -304,10 +288,8 @@ TEST_F(GpuTest, OwnerShardingOnIndexKAndFusedStores) {
         c.set_slots(step_slots(rng_, 64, 60, global, -1, true));
         c.set_index_slots(step_slots(rng_, 64, 60, global, -1, true));
         c.upload_inputs();
-        STORE_ASSERT(c.run_device(nullptr));
-        CUDA_ASSERT(cudaDeviceSynchronize());
-        c.run_reference();
-        EXPECT_TRUE(c.outputs_match()) << store_kind_name(kind) << ", " << owners << " owners, rank " << rank;
+        EXPECT_TRUE(store_matches_reference(c))
+            << store_kind_name(kind) << ", " << owners << " owners, rank " << rank;
       }
     }
   }
@@ -396,9 +378,7 @@ __global__ void kv_quotient_kernel(const float* scales, int num_scales, Quotient
     const uint16_t bits = static_cast<uint16_t>(i & 0xffff);
     const float x = i < 65536 ? detail::bf16_bits_to_float(bits)
                               : reference::fp16_bits_to_float(bits);
-    const float fast = kernels::scaled_quotient_applies(s)
-                           ? kernels::scaled_quotient(x, s, __frcp_rn(s))
-                           : __fdiv_rn(x, s);
+    const float fast = kernels::exact_quotient(x, s);
     const float ieee = __fdiv_rn(x, s);
     for (auto fmt : {__NV_E4M3, __NV_E5M2}) {
       const auto byte = [fmt](float q) {

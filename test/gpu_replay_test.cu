@@ -48,12 +48,8 @@ TEST_P(PaddedReplay, GraphReplayNeverWritesPaddingRows) {
   cudaStream_t stream;
   CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph;
-  CUDA_ASSERT(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const Status captured = c.run_device(stream);
-  CUDA_ASSERT(cudaStreamEndCapture(stream, &graph));
-  ASSERT_EQ(captured, Status::kSuccess) << last_error_message();
   cudaGraphExec_t exec;
-  CUDA_ASSERT(cudaGraphInstantiate(&exec, graph, 0));
+  ASSERT_TRUE(capture_store(c, stream, &graph, &exec));
 
   // The control: the naive scatter, same inputs and slots, its own cache.
   const bool control = kind == StoreKind::kIndexKBf16;

@@ -17,13 +17,7 @@ class StoreTest : public GpuTest {
     c.set_slots(step_slots(rng_, b, real, c.capacity(), c.shape().reserved_slot, faults));
     c.set_index_slots(step_slots(rng_, b, real, c.capacity(), c.shape().reserved_slot, faults));
     c.upload_inputs();
-    const Status status = c.run_device(nullptr);
-    if (status != Status::kSuccess)
-      return ::testing::AssertionFailure() << status_string(status) << ": " << last_error_message();
-    const cudaError_t err = cudaDeviceSynchronize();
-    if (err != cudaSuccess) return ::testing::AssertionFailure() << cudaGetErrorString(err);
-    c.run_reference();
-    return c.outputs_match();
+    return store_matches_reference(c);
   }
 
   // Three cumulative steps with random n and faults: later steps must not disturb earlier rows.

@@ -121,4 +121,34 @@ class Scenario {
   std::vector<std::pair<Mirror*, std::string>> outputs_;
 };
 
+// A store case (StoreCase, KvCase) run once on the legacy stream, then its host reference, then
+// every output byte compared.
+template <typename Case>
+::testing::AssertionResult store_matches_reference(Case& c) {
+  const Status status = c.run_device(nullptr);
+  if (status != Status::kSuccess)
+    return ::testing::AssertionFailure() << status_string(status) << ": " << last_error_message();
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (err != cudaSuccess) return ::testing::AssertionFailure() << cudaGetErrorString(err);
+  c.run_reference();
+  return c.outputs_match();
+}
+
+// The case's store captured into a CUDA graph on `stream`, as an engine captures its decode step
+// once at its largest batch, and instantiated.
+template <typename Case>
+::testing::AssertionResult capture_store(Case& c, cudaStream_t stream, cudaGraph_t* graph,
+                                         cudaGraphExec_t* exec) {
+  cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  if (err != cudaSuccess) return ::testing::AssertionFailure() << cudaGetErrorString(err);
+  const Status captured = c.run_device(stream);
+  err = cudaStreamEndCapture(stream, graph);
+  if (err != cudaSuccess) return ::testing::AssertionFailure() << cudaGetErrorString(err);
+  if (captured != Status::kSuccess)
+    return ::testing::AssertionFailure() << status_string(captured) << ": " << last_error_message();
+  err = cudaGraphInstantiate(exec, *graph, 0);
+  if (err != cudaSuccess) return ::testing::AssertionFailure() << cudaGetErrorString(err);
+  return ::testing::AssertionSuccess();
+}
+
 }  // namespace cachestore::test

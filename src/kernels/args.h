@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "cachestore/cachestore.h"
+#include "cachestore/layout.h"
 
 namespace cachestore::kernels {
 
@@ -85,9 +86,7 @@ struct KvSideArgs {
   int64_t token_stride;         // elements
   int64_t head_stride;          // elements
   uint8_t* cache;               // elements of the cache type (2 bytes auto, 1 byte fp8)
-  int64_t page_stride;          // elements
-  int64_t entry_stride;
-  int64_t cache_head_stride;
+  layout::KvStrides cache_strides;  // page, entry, head; elements
   const float* scale;           // fp8 only
   int32_t scale_stride;         // 0 or 1
   FastDivmod vecs_per_head;     // D / 8: a vector index -> (head, vector in head)

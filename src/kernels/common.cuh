@@ -4,6 +4,7 @@
 
 #include <cuda/ptx>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
@@ -64,17 +65,21 @@ __device__ __forceinline__ bool row_is_stored(const GuardArgs& guard, const Slot
   return verdict == detail::RowVerdict::kStore;
 }
 
-// Where a stored row lands, for the power-of-two page sizes: page in this owner's cache and
-// offset in the page.
+// Where a stored row lands: its global page (the owner filter reads it), the page in this
+// owner's cache and the offset in the page.
 struct PagePosition {
   int64_t global_page;
   int64_t local_page;
   int64_t in_page;
 
-  __device__ __forceinline__ PagePosition(int64_t slot, int32_t page_shift, const SlotArgs& slots)
-      : global_page(slot >> page_shift),
-        local_page(global_page >> slots.owner_log2),
-        in_page(slot & ((int64_t{1} << page_shift) - 1)) {}
+  __device__ __forceinline__ PagePosition(int64_t page, int64_t offset, const SlotArgs& slots)
+      : global_page(page), local_page(page >> slots.owner_log2), in_page(offset) {}
+
+  // Power-of-two page sizes: shifts.
+  __device__ __forceinline__ static PagePosition of_slot(int64_t slot, int32_t page_shift,
+                                                         const SlotArgs& slots) {
+    return {slot >> page_shift, slot & ((int64_t{1} << page_shift) - 1), slots};
+  }
 };
 
 __device__ __forceinline__ uint4 load_vec(const uint16_t* p) {
@@ -84,34 +89,91 @@ __device__ __forceinline__ void store_vec(uint8_t* p, const uint4& v) {
   *reinterpret_cast<uint4*>(p) = v;
 }
 
-// kN e4m3 bytes: one 8- or 16-byte vector.
+// kN fp8 bytes: one 8- or 16-byte vector.
 template <int kN>
-using E4m3Bytes = std::conditional_t<kN == 8, uint2, uint4>;
+using Fp8Bytes = std::conditional_t<kN == 8, uint2, uint4>;
 
-// x / s given r = 1/s correctly rounded: a product and one fma residual correction
-// (Markstein). Its e4m3 byte equals that of IEEE division for every (bf16 x, scale s) pair with
-// |x| <= amax that the amax rules produce, checked exhaustively in gpu_conversion_test, for
-// s >= 2^-64 (below, the residual can underflow). s = Inf (an Inf input): x * 0 is exactly x / Inf,
-// and the selected zero product keeps its sign, which the correction would lose.
+// Where a divisor comes from decides which checks its quotient needs (fp8_divided).
+enum class ScaleSource {
+  kIndexKAmax,  // max(amax, 1e-4) / 448: in [2^-64, 2^64] or +Inf, and |x / s| <= 448
+  kTileAmax,    // V3.2's max(amax / 448, FLT_MIN): |x / s| <= 448, but s may be below 2^-64
+  kGiven,       // a caller's scale (K/V caches): any value, and x / s may overflow
+};
+
+// x / s with the stored fp8 byte IEEE division gives, without a division instruction (whose
+// range checks serialize the values), given r = 1/s correctly rounded: a product and one fma
+// residual correction (Markstein). A zero product is kept as it is (its sign, which the
+// correction would lose; also s = Inf, where x * 0 is exactly x / Inf), and with kMayOverflow an
+// Inf one (x / s overflows or lies within a rounding of FLT_MAX: both saturate; the residual
+// would make NaN of it). Valid for scales in [2^-64, 2^64] (markstein_applies; below, the
+// residual can underflow) and +Inf; callers divide outside. Checked against div.rn for every
+// bf16 (and fp16) x over the scales of every rule and 2,000+ others (gpu_conversion_test,
+// gpu_paged_kv_test).
+__device__ __forceinline__ bool markstein_applies(float s) {
+  return s >= 0x1p-64f && s <= 0x1p64f;  // false for NaN
+}
+template <bool kMayOverflow>
 __device__ __forceinline__ float markstein_quotient(float x, float s, float r) {
   const float q = x * r;
   const float corrected = fmaf(fmaf(-q, s, x), r, q);
-  return q == 0.0f ? q : corrected;
+  // The Inf check only where it can matter: under the MLA launch bounds it costs registers.
+  return q == 0.0f || (kMayOverflow && isinf(q)) ? q : corrected;
+}
+// The scalar form for a caller's scale, for the exhaustive tests.
+__device__ __forceinline__ float exact_quotient(float x, float s) {
+  return markstein_applies(s) ? markstein_quotient<true>(x, s, __frcp_rn(s)) : __fdiv_rn(x, s);
 }
 
-// x / s with the value IEEE division gives, for a scale s in [2^-64, 2^64] and any x (bf16 or
-// fp16 decoded): Markstein as above, plus the two cases where the product alone is the quotient
-// as far as a saturating fp8 conversion can tell: a zero product (keeps its sign) and an
-// overflowing one (x / s overflows or lies within one rounding of FLT_MAX: both saturate; the
-// residual would make NaN of the Inf). Outside that scale range the callers divide.
-// Checked against __fdiv_rn for every bf16 and fp16 x (gpu_conversion_test).
-__device__ __forceinline__ float scaled_quotient(float x, float s, float r) {
-  const float q = x * r;
-  const float corrected = fmaf(fmaf(-q, s, x), r, q);
-  return q == 0.0f || isinf(q) ? q : corrected;
+// fp8(f(v[i])) of kN values (a multiple of 4), packed in memory order, satfinite, round to nearest
+// even (cvt.rn.satfinite.{e4m3,e5m2}x2.f32); four values at a time so that few are live at once.
+template <__nv_fp8_interpretation_t kFormat, int kN, typename F>
+__device__ __forceinline__ Fp8Bytes<kN> pack_fp8(const float (&v)[kN], F f) {
+  static_assert(kN == 8 || kN == 16, "one 8- or 16-byte vector");
+  uint32_t w[kN / 4];
+#pragma unroll
+  for (int i = 0; i < kN / 4; ++i) {
+    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(f(v[4 * i]), f(v[4 * i + 1])),
+                                                 __NV_SATFINITE, kFormat);
+    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(f(v[4 * i + 2]), f(v[4 * i + 3])),
+                                                 __NV_SATFINITE, kFormat);
+    w[i] = lo | (hi << 16);
+  }
+  if constexpr (kN == 8) {
+    return make_uint2(w[0], w[1]);
+  } else {
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
 }
-__device__ __forceinline__ bool scaled_quotient_applies(float s) {
-  return s >= 0x1p-64f && s <= 0x1p64f;  // false for NaN
+
+// fp8(v[i] / s) of kN values sharing the scale s, with IEEE division's bytes. The range decision
+// is taken once for the vector, never per value: per-value checks made 16 branch-and-reconverge
+// regions that ran the quotients one after another. The index-K amax rule needs no decision, so
+// its kernels do not carry the division path (registers under their launch bounds).
+template <__nv_fp8_interpretation_t kFormat, ScaleSource kSource, int kN>
+__device__ __forceinline__ Fp8Bytes<kN> fp8_divided(const float (&v)[kN], float s) {
+  if (kSource != ScaleSource::kIndexKAmax && !markstein_applies(s))
+    return pack_fp8<kFormat>(v, [s](float x) { return __fdiv_rn(x, s); });
+  const float r = __frcp_rn(s);
+  return pack_fp8<kFormat>(v, [s, r](float x) {
+    return markstein_quotient<kSource == ScaleSource::kGiven>(x, s, r);
+  });
+}
+
+// The 8 16-bit values of one vector decoded to fp32 (exact), in memory order.
+template <KvDataType kType>
+__device__ __forceinline__ void decode_vec(const uint4& x, float* out) {
+  const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (kType == KvDataType::kBf16) {
+      out[2 * i] = detail::bf16_bits_to_float(static_cast<uint16_t>(w[i] & 0xffffu));
+      out[2 * i + 1] = detail::bf16_bits_to_float(static_cast<uint16_t>(w[i] >> 16));
+    } else {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+    }
+  }
 }
 
 // kN bf16 values (kN / 8 16-byte vectors) decoded to fp32, and their amax. kN = 16 for large
@@ -132,14 +194,7 @@ struct Bf16Vals {
   // Decoding is separate from loading so that it runs after the count and slot loads issue.
   __device__ __forceinline__ void decode() {
 #pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      const uint32_t w[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        v[8 * i + 2 * j] = detail::bf16_bits_to_float(static_cast<uint16_t>(w[j] & 0xffffu));
-        v[8 * i + 2 * j + 1] = detail::bf16_bits_to_float(static_cast<uint16_t>(w[j] >> 16));
-      }
-    }
+    for (int i = 0; i < kVecs; ++i) decode_vec<KvDataType::kBf16>(raw[i], v + 8 * i);
   }
 
   // max |x| of the values, on the packed bf16 pairs: exact (max picks one of the values) and as
@@ -159,51 +214,17 @@ struct Bf16Vals {
     return fmaxf(fmaxf(__low2float(m[0]), __high2float(m[0])), 0.0f);
   }
 
-  // e4m3(x * factor), packed in memory order: satfinite, round to nearest even
-  // (cvt.rn.satfinite.e4m3x2.f32).
-  __device__ __forceinline__ E4m3Bytes<kN> to_e4m3_times(float factor) const {
-    return pack_e4m3([factor](float x) { return x * factor; });
+  // e4m3(x * factor), packed in memory order.
+  __device__ __forceinline__ Fp8Bytes<kN> to_e4m3_times(float factor) const {
+    return pack_fp8<__NV_E4M3>(v, [factor](float x) { return x * factor; });
   }
 
-  // e4m3(x / s), with the byte IEEE division would give. The quotient is branch-free per value;
-  // the one range decision (kTinyScales: s < 2^-64, possible only for the V3.2 amax rule
-  // max(amax / 448, FLT_MIN), a tile amax under 2.4e-17) is taken once for the lane's tile,
-  // not once per value: per-value checks made 16 branch-and-reconverge regions that ran the
-  // quotients one after another.
-  template <bool kTinyScales>
-  __device__ __forceinline__ E4m3Bytes<kN> to_e4m3_divided(float s) const {
-    if (kTinyScales && s < 0x1p-64f) return pack_e4m3([s](float x) { return __fdiv_rn(x, s); });
-    const float r = __frcp_rn(s);
-    return pack_e4m3([s, r](float x) { return markstein_quotient(x, s, r); });
-  }
-
-  // e4m3(f(x)) of the kN values, packed in memory order; four values at a time so that few
-  // quotients are live at once.
-  template <typename F>
-  __device__ __forceinline__ E4m3Bytes<kN> pack_e4m3(F f) const {
-    uint32_t w[kN / 4];
-#pragma unroll
-    for (int i = 0; i < kN / 4; ++i) {
-      const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(f(v[4 * i]), f(v[4 * i + 1])),
-                                                   __NV_SATFINITE, __NV_E4M3);
-      const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(f(v[4 * i + 2]), f(v[4 * i + 3])),
-                                                   __NV_SATFINITE, __NV_E4M3);
-      w[i] = lo | (hi << 16);
-    }
-    if constexpr (kN == 8) {
-      return make_uint2(w[0], w[1]);
-    } else {
-      return make_uint4(w[0], w[1], w[2], w[3]);
-    }
+  // e4m3(x / s), with the byte IEEE division would give.
+  template <ScaleSource kSource>
+  __device__ __forceinline__ Fp8Bytes<kN> to_e4m3_divided(float s) const {
+    return fp8_divided<__NV_E4M3, kSource>(v, s);
   }
 };
-
-// The scalar form of to_e4m3_divided's quotient, for the exhaustive test.
-template <bool kTinyScales>
-__device__ __forceinline__ float amax_rule_quotient(float x, float s) {
-  if (kTinyScales && s < 0x1p-64f) return __fdiv_rn(x, s);
-  return markstein_quotient(x, s, __frcp_rn(s));
-}
 
 // UE8M0 round-up (2^ceil(log2 x) as a biased exponent): cuda_fp8.h emits the native
 // cvt.rp.satfinite.ue8m0x2.f32 on sm_100a/sm_100f and its software emulation elsewhere.

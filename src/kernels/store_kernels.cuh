@@ -46,21 +46,21 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
   const float amax = group_amax<kBlockLanes>(x.amax());
-  const PagePosition pos(slot, a.cache.page_shift, a.slots);
+  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
   if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0, count_negative) ||
       !active)
     return;
   x.decode();
   const float base = detail::index_k_scale_base(amax);
   float scale;
-  E4m3Bytes<kN> q;
+  Fp8Bytes<kN> q;
   if (a.rule == ScaleRule::kPow2) {
     const uint8_t e8 = ue8m0_round_up(base);
     scale = detail::ue8m0_to_float(e8);
     q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));  // x * 2^-e == x / 2^e exactly
   } else {
     scale = base;
-    q = x.template to_e4m3_divided<false>(base);  // base >= 1e-4 / 448
+    q = x.template to_e4m3_divided<ScaleSource::kIndexKAmax>(base);
   }
   store_bytes(a.cache.data + layout::index_k_fp8_data_offset(pos.local_page, pos.in_page,
                                                              a.cache.page_stride, a.head_dim) +
@@ -102,7 +102,7 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
   const float amax = group_amax<kTileLanes>(x.amax());
-  const PagePosition pos(slot, a.cache.page_shift, a.slots);
+  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
   if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)) return;
 
   const int64_t page_size = int64_t{1} << a.cache.page_shift;
@@ -113,7 +113,7 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
   if (is_nope) {
     x.decode();
     const uint8_t e8 = ue8m0_round_up(detail::v4_scale_base(amax));
-    *reinterpret_cast<E4m3Bytes<kN>*>(data_row + kN * lane) =
+    *reinterpret_cast<Fp8Bytes<kN>*>(data_row + kN * lane) =
         x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
     if (lane % kTileLanes == 0) scale_row[lane / kTileLanes] = e8;
   } else {
@@ -137,23 +137,23 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
   const float amax = group_amax<kTileLanes>(x.amax());
-  const PagePosition pos(slot, a.cache.page_shift, a.slots);
+  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
   if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)) return;
 
   uint8_t* record =
       a.cache.data + layout::v32_record_offset(pos.local_page, pos.in_page, a.cache.page_stride);
   x.decode();
   float scale;
-  E4m3Bytes<kN> q;
+  Fp8Bytes<kN> q;
   if (a.rule == ScaleRule::kPow2) {
     const uint8_t e8 = ue8m0_round_up(detail::v32_pow2_scale_base(amax));
     scale = detail::ue8m0_to_float(e8);
     q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
   } else {
     scale = detail::v32_amax_scale(amax);
-    q = x.template to_e4m3_divided<true>(scale);
+    q = x.template to_e4m3_divided<ScaleSource::kTileAmax>(scale);
   }
-  *reinterpret_cast<E4m3Bytes<kN>*>(record + kN * lane) = q;
+  *reinterpret_cast<Fp8Bytes<kN>*>(record + kN * lane) = q;
   if (lane % kTileLanes == 0)
     reinterpret_cast<float*>(record + layout::kV32ScalesOffset)[lane / kTileLanes] = scale;
   if (lane < kRopeLanes) store_vec(record + layout::kV32RopeOffset + 16 * lane, rope);

@@ -17,58 +17,45 @@ CACHESTORE_HOST_DEVICE inline uint32_t float_to_bits(float f) {
   return u;
 }
 
-// fp32 -> e4m3 (bias 7, max 448, no infinity, NaN = S.1111.111): round to nearest even,
-// saturate finite overflow and infinity to +-448, NaN to the canonical 0x7F.
-CACHESTORE_HOST_DEVICE inline uint8_t e4m3_from_float(float x) {
+// fp32 -> OCP FP8 with kMan mantissa bits and exponent bias kBias: round to nearest even;
+// finite overflow and infinity saturate to the largest finite value (satfinite: fp32 bits
+// kMaxBits, code kMaxCode); NaN gives the canonical 0x7F.
+template <uint32_t kMan, uint32_t kBias, uint32_t kMaxBits, uint8_t kMaxCode>
+CACHESTORE_HOST_DEVICE inline uint8_t fp8_from_float(float x) {
+  constexpr uint32_t kNormalExp = 128 - kBias;  // fp32 exponent field of the smallest normal
   const uint32_t u = float_to_bits(x);
   const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
   const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return 0x7f;            // NaN
-  if (a >= 0x43e00000u) return sign | 0x7eu;    // >= 448 (incl. Inf): satfinite
+  if (a > 0x7f800000u) return 0x7f;                  // NaN
+  if (a >= kMaxBits) return sign | kMaxCode;          // >= the largest finite (incl. Inf)
   const uint32_t exp = a >> 23;
   const uint32_t mant = a & 0x7fffffu;
-  if (exp >= 121) {                             // >= 2^-6: e4m3 normal
-    uint32_t q = ((exp - 120) << 3) | (mant >> 20);
-    const uint32_t rem = mant & 0xfffffu;
-    if (rem > 0x80000u || (rem == 0x80000u && (q & 1u))) ++q;  // may carry into the exponent
+  if (exp >= kNormalExp) {                            // normal
+    uint32_t q = ((exp - (kNormalExp - 1)) << kMan) | (mant >> (23 - kMan));
+    const uint32_t rem = mant & ((1u << (23 - kMan)) - 1u);
+    const uint32_t half = 1u << (22 - kMan);
+    if (rem > half || (rem == half && (q & 1u))) ++q;  // may carry into the exponent
     return sign | static_cast<uint8_t>(q);
   }
-  // e4m3 subnormal: k * 2^-9. The fp32 value is m * 2^(e - 150), e = max(exp, 1).
+  // Subnormal: k * 2^(1 - kBias - kMan). The fp32 value is m * 2^(e - 150), e = max(exp, 1).
   const uint32_t m = exp == 0 ? mant : (mant | 0x800000u);
-  const uint32_t shift = 141u - (exp == 0 ? 1u : exp);  // >= 21
-  if (shift > 24) return sign;                            // below half of 2^-9
+  const uint32_t shift = (150u - (kBias - 1 + kMan)) - (exp == 0 ? 1u : exp);
+  if (shift > 24) return sign;                        // below half of the smallest subnormal
   uint32_t k = m >> shift;
   const uint32_t rem = m & ((1u << shift) - 1u);
   const uint32_t half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (k & 1u))) ++k;       // k == 8 is the smallest normal
+  if (rem > half || (rem == half && (k & 1u))) ++k;   // 1 << kMan is the smallest normal
   return sign | static_cast<uint8_t>(k);
 }
 
-// fp32 -> e5m2 (bias 15, max 57344, infinity S.11111.00): round to nearest even, saturate
-// finite overflow and infinity to +-57344 (satfinite), NaN to the canonical 0x7F.
+// e4m3: bias 7, max 448 (0x7E), no infinity, NaN = S.1111.111.
+CACHESTORE_HOST_DEVICE inline uint8_t e4m3_from_float(float x) {
+  return fp8_from_float<3, 7, 0x43e00000u, 0x7e>(x);
+}
+
+// e5m2: bias 15, max 57344 (0x7B), infinity S.11111.00 (never produced: satfinite).
 CACHESTORE_HOST_DEVICE inline uint8_t e5m2_from_float(float x) {
-  const uint32_t u = float_to_bits(x);
-  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return 0x7f;            // NaN
-  if (a >= 0x47600000u) return sign | 0x7bu;    // >= 57344 (incl. Inf): satfinite
-  const uint32_t exp = a >> 23;
-  const uint32_t mant = a & 0x7fffffu;
-  if (exp >= 113) {                             // >= 2^-14: e5m2 normal
-    uint32_t q = ((exp - 112) << 2) | (mant >> 21);
-    const uint32_t rem = mant & 0x1fffffu;
-    if (rem > 0x100000u || (rem == 0x100000u && (q & 1u))) ++q;  // may carry into the exponent
-    return sign | static_cast<uint8_t>(q);
-  }
-  // e5m2 subnormal: k * 2^-16. The fp32 value is m * 2^(e - 150), e = max(exp, 1).
-  const uint32_t m = exp == 0 ? mant : (mant | 0x800000u);
-  const uint32_t shift = 134u - (exp == 0 ? 1u : exp);  // >= 22
-  if (shift > 24) return sign;                            // below half of 2^-16
-  uint32_t k = m >> shift;
-  const uint32_t rem = m & ((1u << shift) - 1u);
-  const uint32_t half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (k & 1u))) ++k;       // k == 4 is the smallest normal
-  return sign | static_cast<uint8_t>(k);
+  return fp8_from_float<2, 15, 0x47600000u, 0x7b>(x);
 }
 
 // IEEE binary16 bits -> fp32 (exact).

@@ -17,12 +17,11 @@ int64_t slot_at(const SlotMapping& slots, int64_t row) {
                                         : static_cast<const int64_t*>(slots.data)[row];
 }
 
-// Runs `store(row, local_slot)` for every row the guard admits, and counts the diagnostics.
-// Written from DESIGN.md, independently of the kernels' guard: a real row (i < n, slot >= 0,
-// not the reserved slot) of a paged cache (page_size > 0) with owner sharding is another
-// owner's when its page g = slot / P has g % owner_size != owner_rank (skipped, not counted);
-// otherwise it lands at local slot (g / owner_size) * P + slot % P, which must be below the
-// local capacity (else counted). The flat bf16 cache (page_size 0) ignores sharding.
+// Runs `store(row, local_slot)` for every row the guard admits (detail::classify_owned_row, the
+// kernels' guard), and counts the diagnostics. A paged cache (page_size > 0) applies page-owner
+// sharding: the row lands at local slot (g / owner_size) * P + slot % P of page g = slot / P; the
+// flat bf16 cache (page_size 0) ignores it. Owner sharding is checked independently of this by
+// the owners' union equalling the unsharded store (gpu_paged_kv_test).
 template <typename StoreRow>
 void for_each_stored_row(const Batch& batch, const SlotMapping& slots, int64_t local_capacity,
                          int64_t page_size, StoreRow&& store) {
@@ -30,23 +29,26 @@ void for_each_stored_row(const Batch& batch, const SlotMapping& slots, int64_t l
   if (batch.num_tokens_non_padded != nullptr) {
     const int32_t raw = *batch.num_tokens_non_padded;
     if (raw < 0 && batch.diagnostics != nullptr) ++batch.diagnostics->negative_token_counts;
-    n = raw < 0 ? 0 : (raw > batch.num_tokens ? batch.num_tokens : raw);
+    n = detail::clamp_token_count(raw, batch.num_tokens);
   }
-  const bool sharded = page_size > 0 && slots.owner_size > 1;
-  for (int64_t row = 0; row < n; ++row) {
+  const bool paged = page_size > 0;
+  int32_t owner_log2 = 0;
+  while (paged && (int64_t{1} << owner_log2) < slots.owner_size) ++owner_log2;
+  const int32_t owner_rank = paged ? slots.owner_rank : 0;
+  const int64_t capacity = local_capacity << owner_log2;
+  for (int64_t row = 0; row < batch.num_tokens; ++row) {
     const int64_t slot = slot_at(slots, row);
-    if (slot < 0 || (slots.reserved_slot >= 0 && slot == slots.reserved_slot)) continue;
-    int64_t local = slot;
-    if (sharded) {
-      const int64_t page = slot / page_size;
-      if (page % slots.owner_size != slots.owner_rank) continue;
-      local = page / slots.owner_size * page_size + slot % page_size;
+    const int64_t page = paged && slot >= 0 ? slot / page_size : 0;
+    switch (detail::classify_owned_row(row, n, slot, page, slots.reserved_slot, capacity,
+                                       owner_log2, owner_rank)) {
+      case detail::RowVerdict::kStore:
+        store(row, paged ? (page >> owner_log2) * page_size + slot % page_size : slot);
+        break;
+      case detail::RowVerdict::kOutOfRange:
+        if (batch.diagnostics != nullptr) ++batch.diagnostics->out_of_range_slots;
+        break;
+      case detail::RowVerdict::kSkip: break;
     }
-    if (local >= local_capacity) {
-      if (batch.diagnostics != nullptr) ++batch.diagnostics->out_of_range_slots;
-      continue;
-    }
-    store(row, local);
   }
 }
 
@@ -171,7 +173,8 @@ void store_kv_side(const PagedKvParams& p, const KvInput& in, const KvCacheView&
   for (int32_t h = 0; h < p.num_heads; ++h) {
     const uint16_t* src =
         static_cast<const uint16_t*>(in.data) + row * in.token_stride + h * in.head_stride;
-    const int64_t base = page * c.page_stride + in_page * c.entry_stride + h * c.head_stride;
+    const int64_t base = layout::kv_element_offset({c.page_stride, c.entry_stride, c.head_stride},
+                                                   page, in_page, h, 0);
     for (int32_t d = 0; d < in.head_dim; ++d) {
       if (p.cache_type == KvCacheType::kAuto) {
         static_cast<uint16_t*>(c.data)[base + d] = src[d];
