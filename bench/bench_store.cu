@@ -41,6 +41,7 @@ enum class Op {
   kNaiveBf16, kNaiveFp8, kCopy, kSeparateV4Index, kSeparateV32Index,  // baselines first
   kNaiveKv, kNaiveK,
   kBf16, kFp8Amax, kFp8Pow2, kV4, kV32, kV32Amax, kFusedV4Index, kFusedV32Index,
+  kFp4Index, kV41, kV41Fp4, kFusedV41Fp4Index,
   kKvNhd, kKvHnd, kKvNhdFp8, kKvHndFp8, kKvMla576,
 };
 enum class Mode { kGraph, kStream };
@@ -79,6 +80,10 @@ const OpInfo kOps[] = {
     {Op::kV32Amax, "mla_v32_amax", 1816, 576, false, std::nullopt, true, Op::kNaiveBf16},
     {Op::kFusedV4Index, "fused_v4_index", 2004, 512, true, Op::kSeparateV4Index, true, Op::kNaiveBf16},
     {Op::kFusedV32Index, "fused_v32_index", 2204, 576, true, Op::kSeparateV32Index, true, Op::kNaiveBf16},
+    {Op::kFp4Index, "index_k_fp4", 332, 128, false, std::nullopt, true, Op::kNaiveBf16},
+    {Op::kV41, "mla_v41", 1560, 512, false, std::nullopt, true, Op::kNaiveBf16},
+    {Op::kV41Fp4, "mla_v41_fp4", 1320, 512, false, std::nullopt, true, Op::kNaiveBf16},
+    {Op::kFusedV41Fp4Index, "fused_v41_fp4_index", 1884, 512, true, std::nullopt, true, Op::kNaiveBf16},
     {Op::kKvNhd, "paged_kv_nhd", 8200, 2048, false, Op::kNaiveKv, true, Op::kNaiveK},
     {Op::kKvHnd, "paged_kv_hnd", 8200, 2048, false, Op::kNaiveKv, true, Op::kNaiveK},
     {Op::kKvNhdFp8, "paged_kv_nhd_fp8", 6152, 2048, false, Op::kNaiveKv, true, Op::kNaiveK},
@@ -98,6 +103,7 @@ struct Pool {
   thrust::device_vector<uint16_t> input;     // random bf16, never zero
   thrust::device_vector<int64_t> slots;
   thrust::device_vector<uint8_t> bf16_cache, fp8_cache, v4_cache, v32_cache, copy_dst;
+  thrust::device_vector<uint8_t> fp4_cache, v41_cache, v41_fp4_cache;
   thrust::device_vector<uint8_t> kv_k_cache, kv_v_cache;  // paged K/V: 16-bit or fp8 alike
   thrust::device_vector<float> kv_scales;
   thrust::device_vector<float> naive_scale;
@@ -143,6 +149,10 @@ void init_pool() {
   p.fp8_cache.assign(p.fp8_pages * layout::index_k_fp8_min_page_stride(kPage, 128), 0xab);
   p.v4_cache.assign(p.mla_pages * layout::v4_min_page_stride(kPage), 0xab);
   p.v32_cache.assign(p.mla_pages * layout::v32_min_page_stride(kPage), 0xab);
+  p.fp4_cache.assign(p.fp8_pages * layout::index_k_fp4_min_page_stride(kPage, 128), 0xab);
+  p.v41_cache.assign(p.mla_pages * layout::split_min_page_stride(layout::kV41Rows, kPage), 0xab);
+  p.v41_fp4_cache.assign(
+      p.mla_pages * layout::split_min_page_stride(layout::kV41Fp4Rows, kPage), 0xab);
   p.kv_slots = int64_t{1} << 19;  // 1 GiB per 16-bit cache of H = 8, D = 128
   p.kv_k_cache.assign(p.kv_slots * kKvHeads * kKvDim * 2, 0xab);
   p.kv_v_cache.assign(p.kv_slots * kKvHeads * kKvDim * 2, 0xab);
@@ -254,7 +264,8 @@ Status issue(const Row& r, int set, int64_t set_elems, cudaStream_t stream) {
   IndexKFp8Cache fp8_cache{thrust::raw_pointer_cast(p.fp8_cache.data()), p.fp8_pages, kPage,
                            fp8_stride, 128, ScaleRule::kAmax};
   const bool v4 = r.op->op == Op::kV4 || r.op->op == Op::kFusedV4Index ||
-                  r.op->op == Op::kSeparateV4Index;
+                  r.op->op == Op::kSeparateV4Index || r.op->op == Op::kV41 ||
+                  r.op->op == Op::kV41Fp4 || r.op->op == Op::kFusedV41Fp4Index;
   FusedStoreParams fused;
   fused.batch = batch;
   fused.kv_slots = slot_map;
@@ -268,6 +279,17 @@ Status issue(const Row& r, int set, int64_t set_elems, cudaStream_t stream) {
                     v4 ? layout::v4_min_page_stride(kPage) : layout::v32_min_page_stride(kPage),
                     ScaleRule::kPow2};
   fused.launch = launch;
+  const int64_t fp4_stride = layout::index_k_fp4_min_page_stride(kPage, 128);
+  const IndexKFp4Cache fp4_cache{thrust::raw_pointer_cast(p.fp4_cache.data()), p.fp8_pages, kPage,
+                                 fp4_stride, 128, Fp4Ties::kToEven};
+  if (r.op->op == Op::kV41 || r.op->op == Op::kFusedV41Fp4Index)
+    fused.kv_cache = {MlaLayout::kV41, thrust::raw_pointer_cast(p.v41_cache.data()), p.mla_pages,
+                      kPage, layout::split_min_page_stride(layout::kV41Rows, kPage),
+                      ScaleRule::kPow2};
+  if (r.op->op == Op::kV41Fp4)
+    fused.kv_cache = {MlaLayout::kV41Fp4, thrust::raw_pointer_cast(p.v41_fp4_cache.data()),
+                      p.mla_pages, kPage, layout::split_min_page_stride(layout::kV41Fp4Rows, kPage),
+                      ScaleRule::kPow2};
   IndexKFp8Params fp8;
   fp8.batch = batch;
   fp8.slots = slot_map;
@@ -341,6 +363,26 @@ Status issue(const Row& r, int set, int64_t set_elems, cudaStream_t stream) {
       const Status s = fused_store_cache(fused, stream);
       return s != Status::kSuccess ? s : store_index_k_fp8(fp8, stream);
     }
+    case Op::kFp4Index: {
+      IndexKFp4Params f;
+      f.batch = batch;
+      f.slots = slot_map;
+      f.k = in;
+      f.k_row_stride = 128;
+      f.cache = fp4_cache;
+      f.launch = launch;
+      return store_index_k_fp4(f, stream);
+    }
+    case Op::kV41:
+    case Op::kV41Fp4:
+      return fused_store_cache(fused, stream);
+    case Op::kFusedV41Fp4Index:
+      fused.index_k = index_in;
+      fused.index_k_row_stride = 128;
+      fused.index_slots = slot_map;
+      fused.index_format = IndexKFormat::kFp4;
+      fused.index_fp4_cache = fp4_cache;
+      return fused_store_cache(fused, stream);
     case Op::kFusedV4Index:
     case Op::kFusedV32Index:
       fused.index_k = index_in;

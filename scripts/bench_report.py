@@ -12,7 +12,8 @@ import sys
 
 SIZES = [1, 8, 32, 128, 512, 4096, 16384, 65536, 262144]
 STORES = ["index_k_bf16", "index_k_fp8_amax", "index_k_fp8_pow2", "mla_v4", "mla_v32",
-          "mla_v32_amax", "fused_v4_index", "fused_v32_index"]
+          "mla_v32_amax", "fused_v4_index", "fused_v32_index", "index_k_fp4", "mla_v41",
+          "mla_v41_fp4", "fused_v41_fp4_index"]
 KV_STORES = ["paged_kv_nhd", "paged_kv_hnd", "paged_kv_nhd_fp8", "paged_kv_hnd_fp8",
              "paged_kv_mla576"]
 BASELINES = ["naive_bf16_scatter", "naive_fp8_composition", "separate_v4_plus_index",
@@ -144,6 +145,21 @@ def targets(rows, previous=None):
         if worst:
             lines.append(f"| paged K/V {slots} >= {need}% of copy, n >= 65536 | worst {worst[0]:.1f}% "
                          f"({worst[1]}, n={worst[2]}) | {'met' if worst[0] >= need else 'missed'} |")
+    # DeepSeek V4.1 and fp4 (issue "V4.1 and FP4"): x_naive PDL off n <= 512; PDL on as V4 and
+    # the fp8 index-K; % of copy at n = 262144.
+    for store, off, on in (("mla_v41", 1.10, 0.78), ("mla_v41_fp4", 1.12, 0.78),
+                           ("index_k_fp4", 1.10, 0.90), ("fused_v41_fp4_index", 1.20, 0.95)):
+        add(f"{store} PDL off <= {off}x naive, n <= 512",
+            [cell(rows, store, "graph", "off", "decode", n, "x_naive") for n in SMALL], off)
+        add(f"{store} PDL on <= {on}x naive (PDL off), n <= 32",
+            [cell(rows, store, "graph", "on", "decode", n, "x_naive") for n in (1, 8, 32)], on)
+        add(f"{store} PDL on <= 1.00x naive, n = 128, 512",
+            [cell(rows, store, "graph", "on", "decode", n, "x_naive") for n in (128, 512)], 1.0)
+        for slots, need in (("prefill", 92), ("decode", 75)):
+            p = cell(rows, store, "graph", "off", slots, 262144, "pct_copy")
+            lines.append(f"| {store} >= {need}% of copy, n = 262144 {slots} | "
+                         f"{'-' if p is None else f'{p:.1f}%'} | "
+                         f"{'met' if p is not None and p >= need else 'missed'} |")
     return "\n".join(lines)
 
 

@@ -69,6 +69,11 @@ cs::IndexKFp8Cache index_cache_of(const cachestore_index_k_fp8_cache_t& c) {
           static_cast<cs::ScaleRule>(c.scale_rule)};
 }
 
+cs::IndexKFp4Cache index_fp4_cache_of(const cachestore_index_k_fp4_cache_t& c) {
+  return {c.data, c.num_pages, c.page_size, c.page_stride_bytes, c.head_dim,
+          static_cast<cs::Fp4Ties>(c.ties)};
+}
+
 #define CACHESTORE_READ_PARAMS(type, params, local)                                  \
   type local;                                                                        \
   do {                                                                               \
@@ -194,6 +199,19 @@ cachestore_status_t cachestore_store_index_k_fp8_v2(const cachestore_index_k_fp8
   return to_c(cs::store_index_k_fp8(p, static_cast<cudaStream_t>(stream)));
 }
 
+cachestore_status_t cachestore_store_index_k_fp4(const cachestore_index_k_fp4_params_t* params,
+                                                 void* stream) {
+  CACHESTORE_READ_PARAMS(cachestore_index_k_fp4_params_t, params, c);
+  cs::IndexKFp4Params p;
+  p.batch = batch_of(c);
+  p.slots = slots_of(c.slots);
+  p.k = c.k;
+  p.k_row_stride = c.k_row_stride;
+  p.cache = index_fp4_cache_of(c.cache);
+  p.launch.enable_pdl = c.enable_pdl != 0;
+  return to_c(cs::store_index_k_fp4(p, static_cast<cudaStream_t>(stream)));
+}
+
 cachestore_status_t cachestore_fused_store_cache_v2(const cachestore_fused_store_params_t* params,
                                                     void* stream) {
   CACHESTORE_READ_PARAMS(cachestore_fused_store_params_t, params, c);
@@ -210,7 +228,9 @@ cachestore_status_t cachestore_fused_store_cache_v2(const cachestore_fused_store
     p.index_k = c.index_k;
     p.index_k_row_stride = c.index_k_row_stride;
     p.index_slots = slots_of(c.index_slots);
+    p.index_format = static_cast<cs::IndexKFormat>(c.index_format);
     p.index_cache = index_cache_of(c.index_cache);
+    p.index_fp4_cache = index_fp4_cache_of(c.index_fp4_cache);
   }
   p.launch.enable_pdl = c.enable_pdl != 0;
   return to_c(cs::fused_store_cache(p, static_cast<cudaStream_t>(stream)));

@@ -9,9 +9,9 @@ namespace {
 
 using detail::fail;
 
-template <MlaLayout kLayout, typename SlotT, int kN>
+template <MlaLayout kLayout, IndexKFormat kIndex, typename SlotT, int kN>
 Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
-                    const kernels::MlaArgs& kv, const kernels::IndexKFp8Args& index,
+                    const kernels::MlaArgs& kv, const kernels::IndexKArgs& index,
                     cudaStream_t stream) {
   // A row's KV record takes 512 / kN lanes: halve the rows per block at 8 values per lane so
   // that the block stays within kMaxBlockThreads.
@@ -25,9 +25,34 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
   CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows, &grid));
   const dim3 block(32, rows * kWarpsPerRow + index_warps);
   const bool pdl = p.launch.enable_pdl && arch.pdl;
-  return detail::launch_store(kernels::fused_store_kernel<kLayout, SlotT, kN>, grid, block,
+  return detail::launch_store(kernels::fused_store_kernel<kLayout, kIndex, SlotT, kN>, grid, block,
                               stream, pdl, detail::guard_args(p.batch, pdl, grid, arch), kv,
                               index, rows);
+}
+
+// The instantiation for the run-time layout, index-K format and slot type.
+template <int kN>
+Status dispatch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
+                      const kernels::MlaArgs& kv, const kernels::IndexKArgs& index,
+                      cudaStream_t stream) {
+  const auto with_layout = [&](auto layout_constant) {
+    constexpr MlaLayout kLayout = decltype(layout_constant)::value;
+    const bool fp4 = p.index_k != nullptr && p.index_format == IndexKFormat::kFp4;
+    const bool i32 = p.kv_slots.type == SlotType::kInt32;
+    if (fp4)
+      return i32 ? launch_fused<kLayout, IndexKFormat::kFp4, int32_t, kN>(p, arch, kv, index, stream)
+                 : launch_fused<kLayout, IndexKFormat::kFp4, int64_t, kN>(p, arch, kv, index, stream);
+    return i32 ? launch_fused<kLayout, IndexKFormat::kFp8, int32_t, kN>(p, arch, kv, index, stream)
+               : launch_fused<kLayout, IndexKFormat::kFp8, int64_t, kN>(p, arch, kv, index, stream);
+  };
+  switch (p.kv_cache.layout) {
+    case MlaLayout::kV4: return with_layout(std::integral_constant<MlaLayout, MlaLayout::kV4>{});
+    case MlaLayout::kV32: return with_layout(std::integral_constant<MlaLayout, MlaLayout::kV32>{});
+    case MlaLayout::kV41: return with_layout(std::integral_constant<MlaLayout, MlaLayout::kV41>{});
+    case MlaLayout::kV41Fp4:
+      return with_layout(std::integral_constant<MlaLayout, MlaLayout::kV41Fp4>{});
+  }
+  return fail(Status::kErrorInvalidArgument, "kv_cache.layout: not an MlaLayout");
 }
 
 }  // namespace
@@ -38,8 +63,8 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
   CACHESTORE_RETURN_IF_ERROR(detail::check_mla_cache(p.kv_cache, "kv_cache"));
   CACHESTORE_RETURN_IF_ERROR(detail::check_owner(
       p.kv_slots, p.kv_cache.num_pages * p.kv_cache.page_size, "kv_slots"));
-  const bool v4 = p.kv_cache.layout == MlaLayout::kV4;
-  const int64_t nope_dim = v4 ? layout::kV4NopeDim : layout::kV32NopeDim;
+  const int64_t nope_dim =
+      p.kv_cache.layout == MlaLayout::kV32 ? layout::kV32NopeDim : layout::kV4NopeDim;
   CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.nope, p.nope_row_stride,
                                                      p.batch.num_tokens, nope_dim, "nope",
                                                      "nope_row_stride"));
@@ -51,11 +76,24 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
     if (p.index_slots.type != p.kv_slots.type)
       return fail(Status::kErrorNotSupported,
                   "index_slots.type must equal kv_slots.type (one kernel reads both)");
-    CACHESTORE_RETURN_IF_ERROR(detail::check_index_k_fp8_cache(p.index_cache, "index_cache"));
-    CACHESTORE_RETURN_IF_ERROR(detail::check_owner(
-        p.index_slots, p.index_cache.num_pages * p.index_cache.page_size, "index_slots"));
+    int64_t index_capacity = 0;
+    int32_t index_head_dim = 0;
+    if (p.index_format == IndexKFormat::kFp8) {
+      CACHESTORE_RETURN_IF_ERROR(detail::check_index_k_fp8_cache(p.index_cache, "index_cache"));
+      index_capacity = p.index_cache.num_pages * p.index_cache.page_size;
+      index_head_dim = p.index_cache.head_dim;
+    } else if (p.index_format == IndexKFormat::kFp4) {
+      CACHESTORE_RETURN_IF_ERROR(
+          detail::check_index_k_fp4_cache(p.index_fp4_cache, "index_fp4_cache"));
+      index_capacity = p.index_fp4_cache.num_pages * p.index_fp4_cache.page_size;
+      index_head_dim = p.index_fp4_cache.head_dim;
+    } else {
+      return fail(Status::kErrorInvalidArgument, "index_format = %d: not an IndexKFormat",
+                  static_cast<int>(p.index_format));
+    }
+    CACHESTORE_RETURN_IF_ERROR(detail::check_owner(p.index_slots, index_capacity, "index_slots"));
     CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.index_k, p.index_k_row_stride,
-                                                       p.batch.num_tokens, p.index_cache.head_dim,
+                                                       p.batch.num_tokens, index_head_dim,
                                                        "index_k", "index_k_row_stride"));
   }
   detail::ArchInfo arch{};
@@ -71,18 +109,17 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
                             {static_cast<uint8_t*>(c.data), c.page_stride_bytes,
                              detail::log2_exact(c.page_size)},
                             c.scale_rule};
-  const bool i32 = p.kv_slots.type == SlotType::kInt32;
   return detail::with_values_per_lane(p.batch.num_tokens, [&](auto values) {
     constexpr int kN = decltype(values)::value;
-    const kernels::IndexKFp8Args index =
-        p.index_k == nullptr ? kernels::IndexKFp8Args{}
-                             : detail::index_k_fp8_args(p.index_slots, p.index_k,
-                                                        p.index_k_row_stride, p.index_cache, kN);
-    if (v4)
-      return i32 ? launch_fused<MlaLayout::kV4, int32_t, kN>(p, arch, kv, index, stream)
-                 : launch_fused<MlaLayout::kV4, int64_t, kN>(p, arch, kv, index, stream);
-    return i32 ? launch_fused<MlaLayout::kV32, int32_t, kN>(p, arch, kv, index, stream)
-               : launch_fused<MlaLayout::kV32, int64_t, kN>(p, arch, kv, index, stream);
+    kernels::IndexKArgs index{};
+    if (p.index_k != nullptr) {
+      index = p.index_format == IndexKFormat::kFp4
+                  ? detail::index_k_args(p.index_slots, p.index_k, p.index_k_row_stride,
+                                         p.index_fp4_cache, kN)
+                  : detail::index_k_args(p.index_slots, p.index_k, p.index_k_row_stride,
+                                         p.index_cache, kN);
+    }
+    return dispatch_fused<kN>(p, arch, kv, index, stream);
   });
 }
 

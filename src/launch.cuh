@@ -96,23 +96,33 @@ Status launch_index_k(void (*kernel_i32)(kernels::GuardArgs, Args),
                       dim3(lanes, rows), stream, pdl, guard_args(batch, pdl, grid, arch), args);
 }
 
-// Lanes per fp8 index-K row at `values_per_lane` values a lane, rounded up to a power of two.
-inline int32_t index_k_fp8_lanes_log2(int32_t head_dim, int32_t values_per_lane) {
+// Lanes per index-K row at `values_per_lane` values a lane, rounded up to a power of two.
+inline int32_t index_k_lanes_log2(int32_t head_dim, int32_t values_per_lane) {
   int32_t log2 = 0;
   while ((1 << log2) * values_per_lane < head_dim) ++log2;
   return log2;
 }
 
-inline kernels::IndexKFp8Args index_k_fp8_args(const SlotMapping& slots, const void* k,
-                                               int64_t k_row_stride, const IndexKFp8Cache& cache,
-                                               int32_t values_per_lane) {
-  return {slot_args(slots, cache.num_pages * cache.page_size),
-          static_cast<const uint16_t*>(k),
-          k_row_stride,
-          {static_cast<uint8_t*>(cache.data), cache.page_stride_bytes, log2_exact(cache.page_size)},
-          cache.head_dim,
-          index_k_fp8_lanes_log2(cache.head_dim, values_per_lane),
-          cache.scale_rule};
+// The kernel arguments of an fp8 (132-byte, IndexKFp8Cache) or fp4 (68-byte, IndexKFp4Cache)
+// index-K cache.
+template <typename Cache>
+kernels::IndexKArgs index_k_args(const SlotMapping& slots, const void* k, int64_t k_row_stride,
+                                 const Cache& cache, int32_t values_per_lane) {
+  kernels::IndexKArgs args{
+      slot_args(slots, cache.num_pages * cache.page_size),
+      static_cast<const uint16_t*>(k),
+      k_row_stride,
+      {static_cast<uint8_t*>(cache.data), cache.page_stride_bytes, log2_exact(cache.page_size)},
+      cache.head_dim,
+      index_k_lanes_log2(cache.head_dim, values_per_lane),
+      ScaleRule::kAmax,
+      Fp4Ties::kToEven};
+  if constexpr (std::is_same_v<Cache, IndexKFp8Cache>) {
+    args.rule = cache.scale_rule;
+  } else {
+    args.ties = cache.ties;
+  }
+  return args;
 }
 
 }  // namespace cachestore::detail

@@ -1,4 +1,4 @@
-// store_index_k_bf16 and store_index_k_fp8: validation, dispatch, launch.
+// store_index_k_bf16, store_index_k_fp8 and store_index_k_fp4: validation, dispatch, launch.
 #include "cachestore/layout.h"
 #include "detail/validate.h"
 #include "kernels/store_kernels.cuh"
@@ -36,10 +36,15 @@ Status store_index_k_bf16(const IndexKBf16Params& p, cudaStream_t stream) {
                                 p.launch, arch, lanes, args, stream);
 }
 
-Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
+namespace {
+// The paged (fp8 and fp4) index-K stores: the same checks and launch, each with its cache's check
+// and kernel (`kernel_for(SlotT{}, integral_constant<kN>)`).
+template <typename Params, typename Cache, typename KernelFor>
+Status store_index_k_paged(const Params& p, Status (*check_cache)(const Cache&, const char*),
+                           KernelFor kernel_for, cudaStream_t stream) {
   CACHESTORE_RETURN_IF_ERROR(detail::check_batch(p.batch));
   CACHESTORE_RETURN_IF_ERROR(detail::check_slots(p.slots, p.batch.num_tokens, "slots"));
-  CACHESTORE_RETURN_IF_ERROR(detail::check_index_k_fp8_cache(p.cache, "cache"));
+  CACHESTORE_RETURN_IF_ERROR(check_cache(p.cache, "cache"));
   CACHESTORE_RETURN_IF_ERROR(
       detail::check_owner(p.slots, p.cache.num_pages * p.cache.page_size, "slots"));
   CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.k, p.k_row_stride, p.batch.num_tokens,
@@ -49,13 +54,25 @@ Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
   if (p.batch.num_tokens == 0) return detail::succeed();
 
   return detail::with_values_per_lane(p.batch.num_tokens, [&](auto values) {
-    constexpr int kN = decltype(values)::value;
-    const kernels::IndexKFp8Args args =
-        detail::index_k_fp8_args(p.slots, p.k, p.k_row_stride, p.cache, kN);
-    return detail::launch_index_k(kernels::index_k_fp8_kernel<int32_t, kN>,
-                                  kernels::index_k_fp8_kernel<int64_t, kN>, p.batch, p.slots.type,
-                                  p.launch, arch, 1 << args.lanes_log2, args, stream);
+    const kernels::IndexKArgs args =
+        detail::index_k_args(p.slots, p.k, p.k_row_stride, p.cache, decltype(values)::value);
+    return detail::launch_index_k(kernel_for(int32_t{}, values), kernel_for(int64_t{}, values),
+                                  p.batch, p.slots.type, p.launch, arch, 1 << args.lanes_log2,
+                                  args, stream);
   });
+}
+}  // namespace
+
+Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
+  return store_index_k_paged(p, detail::check_index_k_fp8_cache, [](auto slot, auto values) {
+    return kernels::index_k_fp8_kernel<decltype(slot), decltype(values)::value>;
+  }, stream);
+}
+
+Status store_index_k_fp4(const IndexKFp4Params& p, cudaStream_t stream) {
+  return store_index_k_paged(p, detail::check_index_k_fp4_cache, [](auto slot, auto values) {
+    return kernels::index_k_fp4_kernel<decltype(slot), decltype(values)::value>;
+  }, stream);
 }
 
 }  // namespace cachestore

@@ -128,22 +128,48 @@ Status check_index_k_fp8_cache(const IndexKFp8Cache& cache, const char* name) {
                            /*stride_alignment=*/4, name);
 }
 
+Status check_index_k_fp4_cache(const IndexKFp4Cache& cache, const char* name) {
+  const int32_t d = cache.head_dim;
+  if (d <= 0 || d % layout::kFp4Group != 0 || d > layout::kMaxIndexKFp4HeadDim)
+    return fail(Status::kErrorNotSupported,
+                "%s.head_dim = %d: must be a multiple of 32 in [32, %d]", name, d,
+                layout::kMaxIndexKFp4HeadDim);
+  if (cache.ties != Fp4Ties::kToEven && cache.ties != Fp4Ties::kTowardZero)
+    return fail(Status::kErrorInvalidArgument, "%s.ties = %d: not an Fp4Ties", name,
+                static_cast<int>(cache.ties));
+  CACHESTORE_RETURN_IF_ERROR(check_page_size(cache.page_size, name));
+  return check_paged_cache(cache.data, cache.num_pages, cache.page_size, cache.page_stride_bytes,
+                           layout::index_k_fp4_min_page_stride(cache.page_size, d),
+                           /*stride_alignment=*/4, name);
+}
+
+int64_t mla_min_page_stride(MlaLayout kind, int64_t page_size) {
+  switch (kind) {
+    case MlaLayout::kV4: return layout::v4_min_page_stride(page_size);
+    case MlaLayout::kV32: return layout::v32_min_page_stride(page_size);
+    case MlaLayout::kV41: return layout::split_min_page_stride(layout::kV41Rows, page_size);
+    case MlaLayout::kV41Fp4: return layout::split_min_page_stride(layout::kV41Fp4Rows, page_size);
+  }
+  return 0;
+}
+
 Status check_mla_cache(const MlaCache& cache, const char* name) {
-  if (cache.layout != MlaLayout::kV4 && cache.layout != MlaLayout::kV32)
+  if (cache.layout != MlaLayout::kV4 && cache.layout != MlaLayout::kV32 &&
+      cache.layout != MlaLayout::kV41 && cache.layout != MlaLayout::kV41Fp4)
     return fail(Status::kErrorInvalidArgument, "%s.layout = %d: not an MlaLayout", name,
                 static_cast<int>(cache.layout));
-  if (cache.scale_rule != ScaleRule::kAmax && cache.scale_rule != ScaleRule::kPow2)
+  // The V4.1 layouts fix their scale formats: scale_rule is not read.
+  const bool v41 = cache.layout == MlaLayout::kV41 || cache.layout == MlaLayout::kV41Fp4;
+  if (!v41 && cache.scale_rule != ScaleRule::kAmax && cache.scale_rule != ScaleRule::kPow2)
     return fail(Status::kErrorInvalidArgument, "%s.scale_rule = %d: not a ScaleRule", name,
                 static_cast<int>(cache.scale_rule));
   if (cache.layout == MlaLayout::kV4 && cache.scale_rule != ScaleRule::kPow2)
     return fail(Status::kErrorNotSupported,
                 "%s.scale_rule: the V4 layout stores UE8M0 scales, only kPow2 applies", name);
   CACHESTORE_RETURN_IF_ERROR(check_page_size(cache.page_size, name));
-  const int64_t min_stride = cache.layout == MlaLayout::kV4
-                                 ? layout::v4_min_page_stride(cache.page_size)
-                                 : layout::v32_min_page_stride(cache.page_size);
   return check_paged_cache(cache.data, cache.num_pages, cache.page_size, cache.page_stride_bytes,
-                           min_stride, /*stride_alignment=*/16, name);
+                           mla_min_page_stride(cache.layout, cache.page_size),
+                           /*stride_alignment=*/16, name);
 }
 
 }  // namespace cachestore::detail

@@ -1,5 +1,6 @@
 /* The C ABI from a C99 translation unit: every function reached through its host-side
  * validation (no GPU needed), statuses and messages checked. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -74,6 +75,7 @@ int main(void) {
     cachestore_index_k_fp8_params_t fp8;
     cachestore_fused_store_params_t fused;
     cachestore_index_k_bf16_params_t bf16;
+    cachestore_index_k_fp4_params_t fp4;
     unsigned char newer[sizeof(cachestore_paged_kv_params_t) + 16];
 
     EXPECT(cachestore_store_paged_kv(NULL, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
@@ -139,6 +141,36 @@ int main(void) {
     fused.kv_page_stride_bytes = 37440;
     EXPECT(cachestore_fused_store_cache_v2(&fused, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
     EXPECT(strstr(cachestore_last_error_message(), "kv_slots.owner_rank") != NULL);
+    /* A 0.2 caller's struct ends before index_format: read as it is, the new fields default. */
+    fused.struct_size = (uint32_t)offsetof(cachestore_fused_store_params_t, index_format);
+    EXPECT(cachestore_fused_store_cache_v2(&fused, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "kv_slots.owner_rank") != NULL);
+    /* V4.1 with a fused fp4 index-K whose tie rule is unknown: named. */
+    fused.struct_size = (uint32_t)sizeof fused;
+    fused.kv_slots.owner_size = 0;
+    fused.kv_slots.owner_rank = 0;
+    fused.layout = CACHESTORE_MLA_V41;
+    fused.kv_page_stride_bytes = 33792;
+    fused.index_k = fake(0x2000); fused.index_k_row_stride = 576;
+    fused.index_slots = fake_slots(0x1000, CACHESTORE_SLOT_INT64);
+    fused.index_format = CACHESTORE_INDEX_K_FP4;
+    fused.index_fp4_cache.data = fake(0x10000); fused.index_fp4_cache.num_pages = 4;
+    fused.index_fp4_cache.page_size = 64; fused.index_fp4_cache.page_stride_bytes = 4352;
+    fused.index_fp4_cache.head_dim = 128; fused.index_fp4_cache.ties = 9;
+    EXPECT(cachestore_fused_store_cache_v2(&fused, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "index_fp4_cache.ties") != NULL);
+
+    CACHESTORE_PARAMS_INIT(fp4);
+    fp4.num_tokens = 4;
+    fp4.slots = fake_slots(0x1000, CACHESTORE_SLOT_INT32);
+    fp4.k = fake(0x2000); fp4.k_row_stride = 128;
+    fp4.cache.data = fake(0x4000); fp4.cache.num_pages = 8; fp4.cache.page_size = 64;
+    fp4.cache.page_stride_bytes = 4352; fp4.cache.head_dim = 100;
+    EXPECT(cachestore_store_index_k_fp4(&fp4, NULL) == CACHESTORE_ERROR_NOT_SUPPORTED);
+    EXPECT(strstr(cachestore_last_error_message(), "cache.head_dim") != NULL);
+    fp4.cache.head_dim = 128; fp4.cache.page_stride_bytes = 4354;
+    EXPECT(cachestore_store_index_k_fp4(&fp4, NULL) == CACHESTORE_ERROR_MISALIGNED_OPERAND);
+    EXPECT(strstr(cachestore_last_error_message(), "cache.page_stride_bytes") != NULL);
 
     CACHESTORE_PARAMS_INIT(bf16);
     bf16.num_tokens = -1;

@@ -28,9 +28,11 @@ required = ["cachestore_store_index_k_bf16", "cachestore_store_index_k_fp8",
             "cachestore_fused_store_cache", "cachestore_status_string", "cachestore_version",
             "cachestore_last_error_message", "cachestore_query_device",
             "cachestore_store_index_k_bf16_v2", "cachestore_store_index_k_fp8_v2",
-            "cachestore_fused_store_cache_v2", "cachestore_store_paged_kv"]
+            "cachestore_fused_store_cache_v2", "cachestore_store_paged_kv",
+            "cachestore_store_index_k_fp4"]
 missing = [r for r in required if r not in api]
-missing += [f for f in ("store_index_k_bf16", "store_index_k_fp8", "fused_store_cache", "store_paged_kv")
+missing += [f for f in ("store_index_k_bf16", "store_index_k_fp8", "store_index_k_fp4",
+                                      "fused_store_cache", "store_paged_kv")
             if not any(a.startswith(f"cachestore::{f}(") for a in api)]
 if bad or missing:
     print(f"FAILED: {len(bad)} symbols outside the API: {bad[:20]}; missing: {missing}")

@@ -9,6 +9,8 @@
 //    definition of that instruction as written in the reference.
 // The reference runs on the device for the exhaustive sweep; a sample is also compared with the
 // host-compiled reference, so host and device builds of it are shown to agree.
+#include <cuda_fp4.h>
+#include <thrust/sequence.h>
 #include <cuda_fp8.h>
 
 #include "detail/scale_rules.h"
@@ -36,18 +38,52 @@ struct Mismatches {
   }
 };
 
-enum class Conversion { kE4m3, kUe8m0 };
-void PrintTo(Conversion c, std::ostream* os) { *os << (c == Conversion::kE4m3 ? "e4m3" : "ue8m0"); }
+//  - e2m1, ties to even and toward zero: the kernels' software encoder (e2m1_code_software),
+//    which every fp4 store runs on sm_90 (the sm_100a image uses the native
+//    cvt.rn.satfinite.e2m1x2.f32 for ties to even), against the PTX ISA's definition.
+//  - e2m1 by cuda_fp4.h's __nv_cvt_float2_to_fp4x2 (rn) as compiled here: NVIDIA's software
+//    emulation of that instruction, so the reference and the native path agree too.
+//  - the V41 scale byte from amax's bits (detail::v41_scale_byte) against DESIGN.md's formula,
+//    for every non-negative amax.
+enum class Conversion { kE4m3, kUe8m0, kE2m1Even, kE2m1TowardZero, kE2m1CudaFp4, kV41Scale };
+const char* conversion_name(Conversion c) {
+  switch (c) {
+    case Conversion::kE4m3: return "E4m3";
+    case Conversion::kUe8m0: return "Ue8m0";
+    case Conversion::kE2m1Even: return "E2m1TiesToEven";
+    case Conversion::kE2m1TowardZero: return "E2m1TiesTowardZero";
+    case Conversion::kE2m1CudaFp4: return "E2m1CudaFp4Header";
+    case Conversion::kV41Scale: return "V41ScaleByte";
+  }
+  return "?";
+}
+void PrintTo(Conversion c, std::ostream* os) { *os << conversion_name(c); }
 
 __device__ __forceinline__ uint8_t device_conversion(Conversion which, float x) {
-  if (which == Conversion::kE4m3)
-    return static_cast<uint8_t>(__nv_cvt_float2_to_fp8x2(make_float2(x, x), __NV_SATFINITE, __NV_E4M3) & 0xff);
-  return __nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundPosInf);
+  switch (which) {
+    case Conversion::kE4m3:
+      return static_cast<uint8_t>(
+          __nv_cvt_float2_to_fp8x2(make_float2(x, x), __NV_SATFINITE, __NV_E4M3) & 0xff);
+    case Conversion::kUe8m0: return __nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundPosInf);
+    case Conversion::kE2m1Even: return kernels::e2m1_code_software(x, Fp4Ties::kToEven);
+    case Conversion::kE2m1TowardZero: return kernels::e2m1_code_software(x, Fp4Ties::kTowardZero);
+    case Conversion::kE2m1CudaFp4:
+      return __nv_cvt_float2_to_fp4x2(make_float2(x, 0.0f), __NV_E2M1, cudaRoundNearest) & 0xf;
+    case Conversion::kV41Scale: return isnan(x) ? 0 : detail::v41_scale_byte(fabsf(x));
+  }
+  return 0;
 }
 
 __host__ __device__ inline uint8_t reference_conversion(Conversion which, float x) {
-  return which == Conversion::kE4m3 ? reference::e4m3_from_float(x)
-                                    : reference::ue8m0_from_float_rp_satfinite(x);
+  switch (which) {
+    case Conversion::kE4m3: return reference::e4m3_from_float(x);
+    case Conversion::kUe8m0: return reference::ue8m0_from_float_rp_satfinite(x);
+    case Conversion::kE2m1Even:
+    case Conversion::kE2m1CudaFp4: return reference::e2m1_from_float(x, true);
+    case Conversion::kE2m1TowardZero: return reference::e2m1_from_float(x, false);
+    case Conversion::kV41Scale: return x != x ? 0 : reference::v41_scale_byte_formula(fabsf(x));
+  }
+  return 0;
 }
 
 // Bit patterns start + i * stride for i < count (stride 1: every pattern).
@@ -72,10 +108,10 @@ __global__ void sample_kernel(Conversion which, const uint32_t* bits, uint8_t* o
 class ConversionTest : public GpuTest, public ::testing::WithParamInterface<Conversion> {};
 
 INSTANTIATE_TEST_SUITE_P(Formats, ConversionTest,
-                         ::testing::Values(Conversion::kE4m3, Conversion::kUe8m0),
-                         [](const auto& info) {
-                           return info.param == Conversion::kE4m3 ? "E4m3" : "Ue8m0";
-                         });
+                         ::testing::Values(Conversion::kE4m3, Conversion::kUe8m0,
+                                           Conversion::kE2m1Even, Conversion::kE2m1TowardZero,
+                                           Conversion::kE2m1CudaFp4, Conversion::kV41Scale),
+                         [](const auto& info) { return conversion_name(info.param); });
 
 TEST_P(ConversionTest, EveryFloatMatchesReference) {
   // Under a sanitizer every 4099th pattern (a prime stride covers all exponents).
@@ -169,6 +205,51 @@ TEST_F(GpuTest, BranchFreeQuotientMatchesIeeeDivisionOnEveryScalePair) {
   EXPECT_EQ(m.count, 0u) << "first mismatching (amax, x) bf16 pairs:"
                          << m.first_inputs([](char* buf, size_t n, uint32_t v) {
                               std::snprintf(buf, n, " a=%04x,x=%04x", v >> 16, v & 0xffff);
+                            });
+}
+
+// The fp4 stores' encoder (Bf16Vals::to_e2m1: bf16 thresholds, or per value for NaN / Inf
+// vectors) against the reference e2m1 of the IEEE quotient, over its whole domain: every bf16 x
+// (8 per thread, as a kernel lane holds them) against every scale the fp4 layouts produce, each
+// e4m3 scale of V41_FP4 (bytes 1..0x7e) and each power of two of the indexer (bytes 1..254),
+// both tie rules.
+__global__ void e2m1_encoder_kernel(const uint16_t* all_bf16, Mismatches* out) {
+  const int config = blockIdx.y;  // 0..125: V41_FP4 byte config + 1; then indexer bytes x ties
+  float scale;
+  Fp4Ties ties = Fp4Ties::kToEven;
+  if (config < 126) {
+    scale = detail::e4m3_scale_to_float(static_cast<uint8_t>(config + 1));
+  } else {
+    const int k = config - 126;
+    scale = detail::ue8m0_to_float(static_cast<uint8_t>(1 + k / 2));
+    ties = k % 2 == 0 ? Fp4Ties::kToEven : Fp4Ties::kTowardZero;
+  }
+  const uint32_t first = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  if (first >= 65536) return;
+  kernels::Bf16Vals<8> x(all_bf16 + first);
+  const uint32_t codes = x.to_e2m1(scale, ties, [scale](float v) { return __fdiv_rn(v, scale); });
+  for (int i = 0; i < 8; ++i) {
+    const float v = detail::bf16_bits_to_float(static_cast<uint16_t>(first + i));
+    const uint32_t want = reference::e2m1_from_float(__fdiv_rn(v, scale), ties == Fp4Ties::kToEven);
+    if (((codes >> (4 * i)) & 0xfu) != want) {
+      const unsigned long long k = atomicAdd(&out->count, 1ull);
+      if (k < 16) out->first[k] = (static_cast<uint32_t>(config) << 16) | (first + i);
+    }
+  }
+}
+
+TEST_F(GpuTest, E2m1EncoderMatchesReferenceForEveryBf16AndScale) {
+  thrust::device_vector<uint16_t> all(65536);
+  thrust::sequence(all.begin(), all.end());
+  thrust::device_vector<Mismatches> result(1, Mismatches{});
+  e2m1_encoder_kernel<<<dim3(65536 / 8 / 256, 126 + 2 * 254), 256>>>(
+      thrust::raw_pointer_cast(all.data()), thrust::raw_pointer_cast(result.data()));
+  CUDA_ASSERT(cudaGetLastError());
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const Mismatches m = result[0];
+  EXPECT_EQ(m.count, 0u) << "first mismatching (scale config, x) pairs:"
+                         << m.first_inputs([](char* buf, size_t n, uint32_t v) {
+                              std::snprintf(buf, n, " c=%u,x=%04x", v >> 16, v & 0xffff);
                             });
 }
 

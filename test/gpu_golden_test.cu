@@ -1,5 +1,6 @@
 // Interop on the GPU: the kernels reproduce the peers' golden records byte for byte (vLLM's
-// indexer store, both scale formats; vLLM's fp8_ds_mla store; SGLang's FlashMLA V4 store),
+// indexer store, both scale formats; vLLM's fp8_ds_mla store; SGLang's FlashMLA V4 and V4.1
+// stores and its fp4 indexer, both tie rules),
 // stored at the golden slots (page size 64) and read back from the paged cache.
 #include "cachestore/layout.h"
 #include "golden.h"
@@ -110,6 +111,87 @@ TEST_F(GoldenTest, MlaV4AndV32WithFusedIndexK) {
     EXPECT_TRUE(bytes_equal(
         read_golden<uint8_t>("index_k_fp8_amax_records_256x132.bin", kGoldenRows * 132),
         index_records(index_buffer), "fused index-K"));
+  }
+}
+
+// The 68-byte fp4 indexer records of the golden rows, read back from the cache.
+std::vector<uint8_t> fp4_index_records(const thrust::device_vector<uint8_t>& buffer,
+                                       const std::vector<int64_t>& slots) {
+  std::vector<uint8_t> cache(buffer.size()), out;
+  thrust::copy(buffer.begin(), buffer.end(), cache.begin());
+  const int64_t stride = layout::index_k_fp4_min_page_stride(kPage, 128);
+  for (int64_t s : slots) {
+    const uint8_t* d = &cache[layout::index_k_fp4_data_offset(s / kPage, s % kPage, stride, 128)];
+    const uint8_t* sc =
+        &cache[layout::index_k_fp4_scale_offset(s / kPage, s % kPage, kPage, stride, 128)];
+    out.insert(out.end(), d, d + 64);
+    out.insert(out.end(), sc, sc + 4);
+  }
+  return out;
+}
+
+TEST_F(GoldenTest, IndexKFp4BothTieRules) {
+  for (auto [ties, file] : {std::pair{Fp4Ties::kToEven, "index_k_fp4_rne_records_256x68.bin"},
+                            std::pair{Fp4Ties::kTowardZero, "index_k_fp4_tz_records_256x68.bin"}}) {
+    const int64_t stride = layout::index_k_fp4_min_page_stride(kPage, 128);
+    thrust::device_vector<uint8_t> buffer(pages_ * stride, kPoison);
+    IndexKFp4Params p;
+    p.batch = batch();
+    p.slots = slots();
+    p.k = input(0);
+    p.k_row_stride = kGoldenCols;
+    p.cache = {thrust::raw_pointer_cast(buffer.data()), pages_, kPage, stride, 128, ties};
+    STORE_ASSERT(store_index_k_fp4(p, nullptr));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    EXPECT_TRUE(bytes_equal(read_golden<uint8_t>(file, kGoldenRows * 68),
+                            fp4_index_records(buffer, slots_), file));
+  }
+}
+
+// V41 and V41_FP4, each with the fp4 index-K fused (V41 ties toward zero, V41_FP4 to even).
+TEST_F(GoldenTest, MlaV41AndV41Fp4WithFusedFp4IndexK) {
+  for (MlaLayout layout_kind : {MlaLayout::kV41, MlaLayout::kV41Fp4}) {
+    const bool fp4 = layout_kind == MlaLayout::kV41Fp4;
+    const layout::SplitRows rows = fp4 ? layout::kV41Fp4Rows : layout::kV41Rows;
+    const int64_t stride = layout::split_min_page_stride(rows, kPage);
+    const int64_t index_stride = layout::index_k_fp4_min_page_stride(kPage, 128);
+    thrust::device_vector<uint8_t> kv(pages_ * stride, kPoison),
+        index_buffer(pages_ * index_stride, kPoison);
+    const Fp4Ties ties = fp4 ? Fp4Ties::kToEven : Fp4Ties::kTowardZero;
+    FusedStoreParams p;
+    p.batch = batch();
+    p.kv_slots = slots();
+    p.nope = input(0);
+    p.nope_row_stride = kGoldenCols;
+    p.rope = input(layout::kV41NopeDim);
+    p.rope_row_stride = kGoldenCols;
+    p.kv_cache = {layout_kind, thrust::raw_pointer_cast(kv.data()), pages_, kPage, stride,
+                  ScaleRule::kPow2};
+    p.index_k = input(0);
+    p.index_k_row_stride = kGoldenCols;
+    p.index_slots = slots();
+    p.index_format = IndexKFormat::kFp4;
+    p.index_fp4_cache = {thrust::raw_pointer_cast(index_buffer.data()), pages_, kPage,
+                         index_stride, 128, ties};
+    STORE_ASSERT(fused_store_cache(p, nullptr));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+
+    std::vector<uint8_t> cache(kv.size()), records;
+    thrust::copy(kv.begin(), kv.end(), cache.begin());
+    for (int64_t s : slots_) {
+      const uint8_t* d = &cache[layout::split_data_offset(rows, s / kPage, s % kPage, stride)];
+      const uint8_t* sc =
+          &cache[layout::split_scale_offset(rows, s / kPage, s % kPage, kPage, stride)];
+      records.insert(records.end(), d, d + rows.data_row);
+      records.insert(records.end(), sc, sc + rows.scale_row);
+    }
+    const char* file = fp4 ? "mla_v41_fp4_records_256x288.bin" : "mla_v41_fp8_records_256x528.bin";
+    EXPECT_TRUE(bytes_equal(read_golden<uint8_t>(file, kGoldenRows * (fp4 ? 288 : 528)), records,
+                            file));
+    const char* index_file =
+        fp4 ? "index_k_fp4_rne_records_256x68.bin" : "index_k_fp4_tz_records_256x68.bin";
+    EXPECT_TRUE(bytes_equal(read_golden<uint8_t>(index_file, kGoldenRows * 68),
+                            fp4_index_records(index_buffer, slots_), index_file));
   }
 }
 

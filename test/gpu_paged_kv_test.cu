@@ -273,7 +273,9 @@ TEST_F(PagedKvTest, OwnerShardsUnionEqualsUnshardedStore) {
 // The DeepSeek paged stores take the same option: the fp8 index-K and both caches of the fused
 // store, against the (independently written) sharded reference, with slots over all owners.
 TEST_F(GpuTest, OwnerShardingOnIndexKAndFusedStores) {
-  for (StoreKind kind : {StoreKind::kIndexKFp8Amax, StoreKind::kFusedV4Index, StoreKind::kFusedV32Index}) {
+  for (StoreKind kind : {StoreKind::kIndexKFp8Amax, StoreKind::kFusedV4Index, StoreKind::kFusedV32Index,
+                         StoreKind::kIndexKFp4TowardZero, StoreKind::kFusedV41IndexFp4,
+                         StoreKind::kFusedV41Fp4IndexFp8}) {
     for (const int32_t owners : {2, 4}) {
       for (int32_t rank = 0; rank < owners; ++rank) {
         CaseShape shape;

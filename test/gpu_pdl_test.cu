@@ -188,7 +188,9 @@ class PdlChain : public GpuTest, public ::testing::WithParamInterface<StoreKind>
 INSTANTIATE_TEST_SUITE_P(AllStores, PdlChain,
                          ::testing::Values(StoreKind::kIndexKBf16, StoreKind::kIndexKFp8Amax,
                                            StoreKind::kV4, StoreKind::kV32Pow2,
-                                           StoreKind::kFusedV4Index, StoreKind::kFusedV32Index),
+                                           StoreKind::kFusedV4Index, StoreKind::kFusedV32Index,
+                                           StoreKind::kIndexKFp4Even, StoreKind::kV41,
+                                           StoreKind::kV41Fp4, StoreKind::kFusedV41IndexFp4),
                          [](const auto& info) { return store_kind_name(info.param); });
 
 TEST_P(PdlChain, ReplaysMatchWithoutPdl) {

@@ -27,7 +27,11 @@ INSTANTIATE_TEST_SUITE_P(AllStores, PaddedReplay,
                          ::testing::Values(StoreKind::kIndexKBf16, StoreKind::kIndexKFp8Amax,
                                            StoreKind::kIndexKFp8Pow2, StoreKind::kV4,
                                            StoreKind::kV32Pow2, StoreKind::kV32Amax,
-                                           StoreKind::kFusedV4Index, StoreKind::kFusedV32Index),
+                                           StoreKind::kFusedV4Index, StoreKind::kFusedV32Index,
+                                           StoreKind::kIndexKFp4Even,
+                                           StoreKind::kIndexKFp4TowardZero, StoreKind::kV41,
+                                           StoreKind::kV41Fp4, StoreKind::kFusedV41IndexFp4,
+                                           StoreKind::kFusedV41Fp4IndexFp8),
                          [](const auto& info) { return store_kind_name(info.param); });
 
 TEST_P(PaddedReplay, GraphReplayNeverWritesPaddingRows) {

@@ -47,7 +47,11 @@ INSTANTIATE_TEST_SUITE_P(
     Layouts, QuantizedSweep,
     ::testing::Combine(::testing::Values(StoreKind::kIndexKFp8Amax, StoreKind::kIndexKFp8Pow2,
                                          StoreKind::kV4, StoreKind::kV32Pow2, StoreKind::kV32Amax,
-                                         StoreKind::kFusedV4Index, StoreKind::kFusedV32Index),
+                                         StoreKind::kFusedV4Index, StoreKind::kFusedV32Index,
+                                         StoreKind::kIndexKFp4Even, StoreKind::kIndexKFp4TowardZero,
+                                         StoreKind::kV41, StoreKind::kV41Fp4,
+                                         StoreKind::kFusedV41IndexFp4,
+                                         StoreKind::kFusedV41Fp4IndexFp8),
                        ::testing::Values(1, 2, 64, 256),
                        ::testing::Values(SlotType::kInt32, SlotType::kInt64),
                        ::testing::Bool()),
@@ -108,13 +112,27 @@ INSTANTIATE_TEST_SUITE_P(Dims, IndexKFp8HeadDims,
                                   std::to_string(std::get<1>(info.param));
                          });
 
+// fp4 index-K head dims: one to sixteen 32-value groups (96 and 160 pad the row's lane group).
+INSTANTIATE_TEST_SUITE_P(Fp4Dims, IndexKFp8HeadDims,
+                         ::testing::Combine(::testing::Values(StoreKind::kIndexKFp4Even,
+                                                              StoreKind::kIndexKFp4TowardZero,
+                                                              StoreKind::kFusedV41IndexFp4),
+                                            ::testing::Values(32, 96, 128, 160, 256, 512)),
+                         [](const auto& info) {
+                           return std::string(store_kind_name(std::get<0>(info.param))) + "_D" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
 // ---- the guard, rule by rule, on every entry point ----------------------------------------
 class GuardTest : public StoreTest, public ::testing::WithParamInterface<StoreKind> {};
 
 const StoreKind kAllKinds[] = {StoreKind::kIndexKBf16,    StoreKind::kIndexKFp8Amax,
                                StoreKind::kIndexKFp8Pow2, StoreKind::kV4,
                                StoreKind::kV32Pow2,       StoreKind::kV32Amax,
-                               StoreKind::kFusedV4Index,  StoreKind::kFusedV32Index};
+                               StoreKind::kFusedV4Index,  StoreKind::kFusedV32Index,
+                               StoreKind::kIndexKFp4Even, StoreKind::kIndexKFp4TowardZero,
+                               StoreKind::kV41,           StoreKind::kV41Fp4,
+                               StoreKind::kFusedV41IndexFp4, StoreKind::kFusedV41Fp4IndexFp8};
 
 INSTANTIATE_TEST_SUITE_P(AllStores, GuardTest, ::testing::ValuesIn(kAllKinds),
                          [](const auto& info) { return store_kind_name(info.param); });
@@ -171,7 +189,9 @@ TEST_P(GuardTest, EachSlotRuleAlone) {
 class FusedGuardTest : public StoreTest, public ::testing::WithParamInterface<StoreKind> {};
 
 INSTANTIATE_TEST_SUITE_P(FusedStores, FusedGuardTest,
-                         ::testing::Values(StoreKind::kFusedV4Index, StoreKind::kFusedV32Index),
+                         ::testing::Values(StoreKind::kFusedV4Index, StoreKind::kFusedV32Index,
+                                           StoreKind::kFusedV41IndexFp4,
+                                           StoreKind::kFusedV41Fp4IndexFp8),
                          [](const auto& info) { return store_kind_name(info.param); });
 
 TEST_P(FusedGuardTest, IndexSlotMinusOneStoresKvOnly) {
@@ -260,7 +280,8 @@ TEST_P(LargeBatch, WideLanesMatchReference) {
   CaseShape shape;
   shape.num_tokens = 1536;
   shape.page_size = 64;
-  shape.head_dim = GetParam() == StoreKind::kIndexKFp8Pow2 ? 384 : 128;
+  shape.head_dim =
+      GetParam() == StoreKind::kIndexKFp8Pow2 || GetParam() == StoreKind::kIndexKFp4Even ? 384 : 128;
   shape.reserved_slot = 0;
   StoreCase c(GetParam(), shape);
   std::uniform_int_distribution<int32_t> n(1200, 1536);
@@ -271,7 +292,10 @@ INSTANTIATE_TEST_SUITE_P(Layouts, LargeBatch,
                          ::testing::Values(StoreKind::kIndexKFp8Amax, StoreKind::kIndexKFp8Pow2,
                                            StoreKind::kV4, StoreKind::kV32Pow2,
                                            StoreKind::kV32Amax, StoreKind::kFusedV4Index,
-                                           StoreKind::kFusedV32Index),
+                                           StoreKind::kFusedV32Index, StoreKind::kIndexKFp4Even,
+                                           StoreKind::kIndexKFp4TowardZero, StoreKind::kV41,
+                                           StoreKind::kV41Fp4, StoreKind::kFusedV41IndexFp4,
+                                           StoreKind::kFusedV41Fp4IndexFp8),
                          [](const auto& info) { return store_kind_name(info.param); });
 
 }  // namespace

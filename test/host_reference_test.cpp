@@ -15,7 +15,10 @@ namespace cachestore::test {
 namespace {
 
 using detail::RowVerdict;
+using reference::e2m1_from_float;
 using reference::e4m3_from_float;
+using reference::e4m3_to_float;
+using reference::v41_scale_byte_formula;
 using reference::ue8m0_from_float_rp_satfinite;
 
 float bits(uint32_t u) {
@@ -221,6 +224,81 @@ TEST(Golden, ReferencesReproducePeersRecords) {
                           "vLLM fp8_ds_mla"));
   EXPECT_TRUE(bytes_equal(read_golden<uint8_t>("mla_v4_records_256x584.bin", 256 * 584), v4,
                           "SGLang FlashMLA V4"));
+}
+
+// SGLang's V4.1 records (V41: 512-byte data row + 16-byte scale row; V41_FP4: 256 + 32) and its
+// fp4 indexer (64 + 4 bytes), under both tie rules.
+TEST(Golden, V41AndFp4ReferencesReproducePeersRecords) {
+  const std::vector<uint16_t> in = golden_input();
+  std::vector<uint8_t> v41, v41_fp4, fp4_even, fp4_zero;
+  for (int r = 0; r < kGoldenRows; ++r) {
+    const uint16_t* row = &in[static_cast<size_t>(r) * kGoldenCols];
+    uint8_t rec[528];
+    reference::quantize_v41_row(row, row + 448, rec, rec + 512);
+    v41.insert(v41.end(), rec, rec + 528);
+    reference::quantize_v41_fp4_row(row, row + 448, rec, rec + 256);
+    v41_fp4.insert(v41_fp4.end(), rec, rec + 288);
+    reference::quantize_index_k_fp4_row(row, 128, Fp4Ties::kToEven, rec, rec + 64);
+    fp4_even.insert(fp4_even.end(), rec, rec + 68);
+    reference::quantize_index_k_fp4_row(row, 128, Fp4Ties::kTowardZero, rec, rec + 64);
+    fp4_zero.insert(fp4_zero.end(), rec, rec + 68);
+  }
+  EXPECT_TRUE(bytes_equal(read_golden<uint8_t>("mla_v41_fp8_records_256x528.bin", 256 * 528), v41,
+                          "SGLang V41"));
+  EXPECT_TRUE(bytes_equal(read_golden<uint8_t>("mla_v41_fp4_records_256x288.bin", 256 * 288),
+                          v41_fp4, "SGLang V41_FP4"));
+  EXPECT_TRUE(bytes_equal(read_golden<uint8_t>("index_k_fp4_rne_records_256x68.bin", 256 * 68),
+                          fp4_even, "SGLang fp4 indexer, rne=True"));
+  EXPECT_TRUE(bytes_equal(read_golden<uint8_t>("index_k_fp4_tz_records_256x68.bin", 256 * 68),
+                          fp4_zero, "SGLang fp4 indexer, rne=False"));
+  EXPECT_NE(fp4_even, fp4_zero);  // the tie rules differ on these inputs (143 bytes at the peer)
+}
+
+TEST(E2m1Reference, HandWorkedValues) {
+  // The eight magnitudes and their codes; the sign is bit 3.
+  const float values[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  for (uint8_t c = 0; c < 8; ++c) {
+    EXPECT_EQ(e2m1_from_float(values[c]), c);
+    EXPECT_EQ(e2m1_from_float(-values[c]), c | 8);
+  }
+  // Ties: to even picks the even code, toward zero the smaller magnitude.
+  const float ties[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  const uint8_t even[7] = {0, 2, 2, 4, 4, 6, 6}, zero[7] = {0, 1, 2, 3, 4, 5, 6};
+  for (int i = 0; i < 7; ++i) {
+    EXPECT_EQ(e2m1_from_float(ties[i], true), even[i]) << ties[i];
+    EXPECT_EQ(e2m1_from_float(ties[i], false), zero[i]) << ties[i];
+    EXPECT_EQ(e2m1_from_float(std::nextafter(ties[i], 10.0f), false), zero[i] + 1) << ties[i];
+    EXPECT_EQ(e2m1_from_float(std::nextafter(ties[i], 0.0f), true), zero[i]) << ties[i];
+  }
+  EXPECT_EQ(e2m1_from_float(6.5f), 0x7);     // saturates
+  EXPECT_EQ(e2m1_from_float(INFINITY), 0x7);
+  EXPECT_EQ(e2m1_from_float(-INFINITY), 0xf);
+  EXPECT_EQ(e2m1_from_float(NAN), 0x7);      // +6 whatever the NaN's sign
+  EXPECT_EQ(e2m1_from_float(-NAN), 0x7);
+  EXPECT_EQ(e2m1_from_float(-0.0f), 0x8);    // the sign of zero is kept
+  EXPECT_EQ(e2m1_from_float(-0.1f), 0x8);
+}
+
+TEST(V41ScaleRules, HandWorkedVectors) {
+  // amax 448 * 2^k: scale 2^k; just above: 2^(k+1); the floor 2^-13 (byte 114); Inf: 247.
+  EXPECT_EQ(v41_scale_byte_formula(448.0f), 127);
+  EXPECT_EQ(detail::v41_scale_byte(448.0f), 127);
+  EXPECT_EQ(detail::v41_scale_byte(std::nextafter(448.0f, 1e9f)), 128);
+  EXPECT_EQ(detail::v41_scale_byte(0.0f), 114);
+  EXPECT_EQ(detail::v41_scale_byte(INFINITY), 247);
+  EXPECT_EQ(v41_scale_byte_formula(INFINITY), 247);
+  // V41_FP4: s = e4m3(clamp(amax / 6, 2^-9, 448)); 6 -> 1.0 (0x38); 0 -> 2^-9 (0x01); Inf -> 448.
+  EXPECT_EQ(e4m3_from_float(detail::v41_fp4_scale_input(6.0f)), 0x38);
+  EXPECT_EQ(e4m3_from_float(detail::v41_fp4_scale_input(0.0f)), 0x01);
+  EXPECT_EQ(e4m3_from_float(detail::v41_fp4_scale_input(INFINITY)), 0x7e);
+  for (int b = 0; b < 0x7f; ++b)
+    EXPECT_EQ(detail::e4m3_scale_to_float(static_cast<uint8_t>(b)),
+              e4m3_to_float(static_cast<uint8_t>(b))) << b;
+  // fp4 indexer: sf = max(amax / 6, 1e-4) rounded up to a power of two; 6 -> 127; Inf -> 254.
+  EXPECT_EQ(detail::index_k_fp4_scale_byte(6.0f), 127);
+  EXPECT_EQ(detail::index_k_fp4_scale_byte(6.5f), 128);
+  EXPECT_EQ(detail::index_k_fp4_scale_byte(0.0f), 114);  // 1e-4 -> 2^-13
+  EXPECT_EQ(detail::index_k_fp4_scale_byte(INFINITY), 254);
 }
 
 // vLLM's reshape_and_cache_flash (NHD [blocks, 16, 8, 128]) and concat_and_cache_mla records,

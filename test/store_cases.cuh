@@ -20,6 +20,12 @@ enum class StoreKind {
   kV32Amax,
   kFusedV4Index,
   kFusedV32Index,
+  kIndexKFp4Even,        // fp4 index-K, ties to even
+  kIndexKFp4TowardZero,  // fp4 index-K, ties toward zero
+  kV41,
+  kV41Fp4,
+  kFusedV41IndexFp4,     // V41 with the fp4 index-K (ties toward zero)
+  kFusedV41Fp4IndexFp8,  // V41_FP4 with the fp8 index-K (amax)
 };
 
 inline const char* store_kind_name(StoreKind kind) {
@@ -32,6 +38,12 @@ inline const char* store_kind_name(StoreKind kind) {
     case StoreKind::kV32Amax: return "V32Amax";
     case StoreKind::kFusedV4Index: return "FusedV4Index";
     case StoreKind::kFusedV32Index: return "FusedV32Index";
+    case StoreKind::kIndexKFp4Even: return "IndexKFp4Even";
+    case StoreKind::kIndexKFp4TowardZero: return "IndexKFp4TowardZero";
+    case StoreKind::kV41: return "V41";
+    case StoreKind::kV41Fp4: return "V41Fp4";
+    case StoreKind::kFusedV41IndexFp4: return "FusedV41IndexFp4";
+    case StoreKind::kFusedV41Fp4IndexFp8: return "FusedV41Fp4IndexFp8";
   }
   return "?";
 }
@@ -40,10 +52,38 @@ inline void PrintTo(StoreKind kind, std::ostream* os) { *os << store_kind_name(k
 
 inline bool is_index_only(StoreKind k) {
   return k == StoreKind::kIndexKBf16 || k == StoreKind::kIndexKFp8Amax ||
-         k == StoreKind::kIndexKFp8Pow2;
+         k == StoreKind::kIndexKFp8Pow2 || k == StoreKind::kIndexKFp4Even ||
+         k == StoreKind::kIndexKFp4TowardZero;
 }
 inline bool has_fused_index(StoreKind k) {
-  return k == StoreKind::kFusedV4Index || k == StoreKind::kFusedV32Index;
+  return k == StoreKind::kFusedV4Index || k == StoreKind::kFusedV32Index ||
+         k == StoreKind::kFusedV41IndexFp4 || k == StoreKind::kFusedV41Fp4IndexFp8;
+}
+// The index-K (standalone or fused) is the fp4 layout.
+inline bool has_fp4_index(StoreKind k) {
+  return k == StoreKind::kIndexKFp4Even || k == StoreKind::kIndexKFp4TowardZero ||
+         k == StoreKind::kFusedV41IndexFp4;
+}
+inline MlaLayout mla_layout_of(StoreKind k) {
+  switch (k) {
+    case StoreKind::kV32Pow2:
+    case StoreKind::kV32Amax:
+    case StoreKind::kFusedV32Index: return MlaLayout::kV32;
+    case StoreKind::kV41:
+    case StoreKind::kFusedV41IndexFp4: return MlaLayout::kV41;
+    case StoreKind::kV41Fp4:
+    case StoreKind::kFusedV41Fp4IndexFp8: return MlaLayout::kV41Fp4;
+    default: return MlaLayout::kV4;
+  }
+}
+inline int64_t mla_min_page_stride(MlaLayout l, int64_t page_size) {
+  switch (l) {
+    case MlaLayout::kV4: return layout::v4_min_page_stride(page_size);
+    case MlaLayout::kV32: return layout::v32_min_page_stride(page_size);
+    case MlaLayout::kV41: return layout::split_min_page_stride(layout::kV41Rows, page_size);
+    case MlaLayout::kV41Fp4: return layout::split_min_page_stride(layout::kV41Fp4Rows, page_size);
+  }
+  return 0;
 }
 
 struct CaseShape {
@@ -77,21 +117,21 @@ class StoreCase {
     } else if (is_index_only(kind)) {
       k_stride_ = shape.head_dim + pad;
       k_ = &sc_.input(std::vector<uint8_t>(2 * b * k_stride_));
-      index_stride_ = layout::index_k_fp8_min_page_stride(p, shape.head_dim) + page_pad;
-      cache_ = &sc_.output(pages * index_stride_, kPoison, "index-K fp8 cache");
+      index_stride_ = index_min_page_stride() + page_pad;
+      cache_ = &sc_.output(pages * index_stride_, kPoison, "index-K cache");
     } else {
-      const bool v4 = kind == StoreKind::kV4 || kind == StoreKind::kFusedV4Index;
-      nope_dim_ = v4 ? layout::kV4NopeDim : layout::kV32NopeDim;
+      const MlaLayout mla = mla_layout_of(kind);
+      nope_dim_ = mla == MlaLayout::kV32 ? layout::kV32NopeDim : layout::kV4NopeDim;
       nope_stride_ = nope_dim_ + pad;
       rope_stride_ = layout::kRopeDim + pad;
       nope_ = &sc_.input(std::vector<uint8_t>(2 * b * nope_stride_));
       rope_ = &sc_.input(std::vector<uint8_t>(2 * b * rope_stride_));
-      kv_stride_ = (v4 ? layout::v4_min_page_stride(p) : layout::v32_min_page_stride(p)) + page_pad;
+      kv_stride_ = mla_min_page_stride(mla, p) + page_pad;
       cache_ = &sc_.output(pages * kv_stride_, kPoison, "MLA cache");
       if (has_fused_index(kind)) {
         k_stride_ = shape.head_dim + pad;
         k_ = &sc_.input(std::vector<uint8_t>(2 * b * k_stride_));
-        index_stride_ = layout::index_k_fp8_min_page_stride(p, shape.head_dim) + page_pad;
+        index_stride_ = index_min_page_stride() + page_pad;
         index_cache_ = &sc_.output(pages * index_stride_, kPoison, "fused index-K cache");
         if (!shape.shared_slots)
           index_slots_ = &sc_.input(std::vector<uint8_t>(8 * b));
@@ -162,6 +202,11 @@ class StoreCase {
 
  private:
   static void* ptr(Mirror* m, Side side) { return m == nullptr ? nullptr : m->ptr(side); }
+  int64_t index_min_page_stride() const {
+    return has_fp4_index(kind_)
+               ? layout::index_k_fp4_min_page_stride(shape_.page_size, shape_.head_dim)
+               : layout::index_k_fp8_min_page_stride(shape_.page_size, shape_.head_dim);
+  }
 
   Status dispatch(Side side, cudaStream_t stream, LaunchOptions launch) {
     Batch batch{shape_.num_tokens, static_cast<const int32_t*>(ptr(n_, side)),
@@ -172,6 +217,10 @@ class StoreCase {
         kind_ == StoreKind::kIndexKFp8Pow2 ? ScaleRule::kPow2 : ScaleRule::kAmax;
     IndexKFp8Cache index_cache{nullptr, pages_, shape_.page_size, index_stride_, shape_.head_dim,
                                index_rule};
+    const Fp4Ties ties =
+        kind_ == StoreKind::kIndexKFp4Even ? Fp4Ties::kToEven : Fp4Ties::kTowardZero;
+    IndexKFp4Cache fp4_cache{nullptr, pages_, shape_.page_size, index_stride_, shape_.head_dim,
+                             ties};
     switch (kind_) {
       case StoreKind::kIndexKBf16: {
         IndexKBf16Params p;
@@ -200,6 +249,19 @@ class StoreCase {
         if (side == Side::kHost) return reference::store_index_k_fp8(p), Status::kSuccess;
         return store_index_k_fp8(p, stream);
       }
+      case StoreKind::kIndexKFp4Even:
+      case StoreKind::kIndexKFp4TowardZero: {
+        IndexKFp4Params p;
+        p.batch = batch;
+        p.slots = slots;
+        p.k = ptr(k_, side);
+        p.k_row_stride = k_stride_;
+        p.cache = fp4_cache;
+        p.cache.data = ptr(cache_, side);
+        p.launch = launch;
+        if (side == Side::kHost) return reference::store_index_k_fp4(p), Status::kSuccess;
+        return store_index_k_fp4(p, stream);
+      }
       default: {
         FusedStoreParams p;
         p.batch = batch;
@@ -208,8 +270,7 @@ class StoreCase {
         p.nope_row_stride = nope_stride_;
         p.rope = ptr(rope_, side);
         p.rope_row_stride = rope_stride_;
-        const bool v4 = kind_ == StoreKind::kV4 || kind_ == StoreKind::kFusedV4Index;
-        p.kv_cache.layout = v4 ? MlaLayout::kV4 : MlaLayout::kV32;
+        p.kv_cache.layout = mla_layout_of(kind_);
         p.kv_cache.data = ptr(cache_, side);
         p.kv_cache.num_pages = pages_;
         p.kv_cache.page_size = shape_.page_size;
@@ -223,8 +284,14 @@ class StoreCase {
                               : SlotMapping{ptr(index_slots_, side), shape_.slot_type,
                                             shape_.reserved_slot, shape_.owner_rank,
                                             shape_.owner_size};
-          p.index_cache = index_cache;
-          p.index_cache.data = ptr(index_cache_, side);
+          if (has_fp4_index(kind_)) {
+            p.index_format = IndexKFormat::kFp4;
+            p.index_fp4_cache = fp4_cache;
+            p.index_fp4_cache.data = ptr(index_cache_, side);
+          } else {
+            p.index_cache = index_cache;
+            p.index_cache.data = ptr(index_cache_, side);
+          }
         }
         p.launch = launch;
         if (side == Side::kHost) return reference::fused_store_cache(p), Status::kSuccess;

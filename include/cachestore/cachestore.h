@@ -49,9 +49,20 @@ enum class ScaleRule : int32_t {
 
 // FlashMLA cache layouts for fused_store_cache.
 enum class MlaLayout : int32_t {
-  kV4 = 0,   // "MODEL1": 584 B/token split per page (576-B data rows, then 8-B scale rows)
-  kV32 = 1,  // "fp8_ds_mla": 656 B/token, one record per token
+  kV4 = 0,     // "MODEL1": 584 B/token split per page (576-B data rows, then 8-B scale rows)
+  kV32 = 1,    // "fp8_ds_mla": 656 B/token, one record per token
+  kV41 = 2,    // DeepSeek V4.1: 528 B/token split per page (512 e4m3, 16 UE8M0 per 32 values)
+  kV41Fp4 = 3, // DeepSeek V4.1 FP4: 288 B/token split per page (512 e2m1, 32 e4m3 per 16 values)
 };
+
+// Ties of an e2m1 (fp4) rounding to nearest.
+enum class Fp4Ties : int32_t {
+  kToEven = 0,      // DeepSeek's reference and the hardware conversion (default)
+  kTowardZero = 1,  // SGLang's fp4 indexer default (rne=False)
+};
+
+// Format of the index-K that fused_store_cache stores alongside the MLA KV.
+enum class IndexKFormat : int32_t { kFp8 = 0, kFp4 = 1 };
 
 inline constexpr int64_t kNoReservedSlot = -1;
 
@@ -125,32 +136,57 @@ struct IndexKFp8Params {
 };
 CACHESTORE_EXPORT Status store_index_k_fp8(const IndexKFp8Params& params, cudaStream_t stream);
 
+// ---- store_index_k_fp4: the paged 68-byte indexer layout (D = 128) ------------------------
+// page p: [P x D/2 bytes e2m1][P x D/32 UE8M0 bytes]; slot s on page s/P at offset s%P.
+struct IndexKFp4Cache {
+  void* data = nullptr;           // device [num_pages, page_stride_bytes] uint8
+  int64_t num_pages = 0;
+  int32_t page_size = 64;         // P, a power of two in [1, 1024]
+  int64_t page_stride_bytes = 0;  // >= layout::index_k_fp4_min_page_stride(P, D), multiple of 4
+  int32_t head_dim = 128;         // D, a multiple of 32, at most 512
+  Fp4Ties ties = Fp4Ties::kToEven;
+};
+
+struct IndexKFp4Params {
+  Batch batch;
+  SlotMapping slots;
+  const void* k = nullptr;   // device [num_tokens, head_dim] bf16, row stride k_row_stride
+  int64_t k_row_stride = 0;  // in elements; >= head_dim, multiple of 8
+  IndexKFp4Cache cache;
+  LaunchOptions launch;
+};
+CACHESTORE_EXPORT Status store_index_k_fp4(const IndexKFp4Params& params, cudaStream_t stream);
+
 // ---- fused_store_cache: FlashMLA KV layouts, optionally with the index-K in one launch ---
 struct MlaCache {
   MlaLayout layout = MlaLayout::kV4;
   void* data = nullptr;           // device [num_pages, page_stride_bytes] uint8
   int64_t num_pages = 0;
   int32_t page_size = 64;         // P, a power of two in [1, 1024]
-  int64_t page_stride_bytes = 0;  // >= layout::v4/v32_min_page_stride(P), multiple of 16
-  ScaleRule scale_rule = ScaleRule::kPow2;  // V3.2: kPow2 (FlashMLA) or kAmax (vLLM); V4: kPow2
+  int64_t page_stride_bytes = 0;  // >= the layout's minimum (layout.h), multiple of 16
+  // V3.2: kPow2 (FlashMLA) or kAmax (vLLM); V4: kPow2. The V4.1 layouts fix their scale formats
+  // and do not read it.
+  ScaleRule scale_rule = ScaleRule::kPow2;
 };
 
 struct FusedStoreParams {
   Batch batch;
   SlotMapping kv_slots;
-  const void* nope = nullptr;   // device [num_tokens, 448 (V4) | 512 (V3.2)] bf16
+  const void* nope = nullptr;   // device [num_tokens, 448 (V4, V4.1) | 512 (V3.2)] bf16
   int64_t nope_row_stride = 0;  // in elements; multiple of 8
   const void* rope = nullptr;   // device [num_tokens, 64] bf16
   int64_t rope_row_stride = 0;  // in elements; multiple of 8
   MlaCache kv_cache;
 
-  // Optional: the fp8 index-K of the same rows (store_index_k_fp8 semantics), stored in the
-  // same launch under the same count. Enabled when index_k != nullptr. index_slots may be the
-  // same array as kv_slots and must have the same SlotType.
-  const void* index_k = nullptr;   // device [num_tokens, index_cache.head_dim] bf16
+  // Optional: the fp8 or fp4 index-K of the same rows (store_index_k_fp8 / _fp4 semantics),
+  // stored in the same launch under the same count. Enabled when index_k != nullptr.
+  // index_slots may be the same array as kv_slots and must have the same SlotType.
+  const void* index_k = nullptr;   // device [num_tokens, head_dim of the index cache] bf16
   int64_t index_k_row_stride = 0;  // in elements; multiple of 8
   SlotMapping index_slots;
-  IndexKFp8Cache index_cache;
+  IndexKFormat index_format = IndexKFormat::kFp8;
+  IndexKFp8Cache index_cache;      // index_format kFp8
+  IndexKFp4Cache index_fp4_cache;  // index_format kFp4
 
   LaunchOptions launch;
 };

@@ -27,7 +27,10 @@ enum {
 };
 enum { CACHESTORE_SLOT_INT32 = 0, CACHESTORE_SLOT_INT64 = 1 };
 enum { CACHESTORE_SCALE_AMAX = 0, CACHESTORE_SCALE_POW2 = 1 };
-enum { CACHESTORE_MLA_V4 = 0, CACHESTORE_MLA_V32 = 1 };
+enum { CACHESTORE_MLA_V4 = 0, CACHESTORE_MLA_V32 = 1, CACHESTORE_MLA_V41 = 2,
+       CACHESTORE_MLA_V41_FP4 = 3 };
+enum { CACHESTORE_FP4_TIES_TO_EVEN = 0, CACHESTORE_FP4_TIES_TOWARD_ZERO = 1 };
+enum { CACHESTORE_INDEX_K_FP8 = 0, CACHESTORE_INDEX_K_FP4 = 1 };
 enum { CACHESTORE_PATH_PORTABLE = 0, CACHESTORE_PATH_HOPPER = 1, CACHESTORE_PATH_BLACKWELL = 2 };
 
 /* Constant name of a status, e.g. "kErrorMisalignedOperand". */
@@ -143,6 +146,24 @@ typedef struct cachestore_index_k_fp8_params_t {
   cachestore_index_k_fp8_cache_t cache;
 } cachestore_index_k_fp8_params_t;
 
+/* The 68-byte fp4 indexer layout (D = 128): [P x D/2 e2m1][P x D/32 UE8M0] per page. */
+typedef struct cachestore_index_k_fp4_cache_t {
+  void* data;             /* device [num_pages, page_stride_bytes] uint8 */
+  int64_t num_pages;
+  int64_t page_stride_bytes;
+  int32_t page_size;
+  int32_t head_dim;       /* a multiple of 32, at most 512 */
+  int32_t ties;           /* CACHESTORE_FP4_TIES_* */
+  int32_t pad0;
+} cachestore_index_k_fp4_cache_t;
+
+typedef struct cachestore_index_k_fp4_params_t {
+  CACHESTORE_BATCH_FIELDS;
+  cachestore_slots_t slots;
+  const void* k; int64_t k_row_stride;          /* bf16 [num_tokens, head_dim], elements */
+  cachestore_index_k_fp4_cache_t cache;
+} cachestore_index_k_fp4_params_t;
+
 typedef struct cachestore_fused_store_params_t {
   CACHESTORE_BATCH_FIELDS;
   cachestore_slots_t kv_slots;
@@ -154,7 +175,11 @@ typedef struct cachestore_fused_store_params_t {
   int32_t pad0;
   const void* index_k; int64_t index_k_row_stride; /* NULL: no fused index-K */
   cachestore_slots_t index_slots;               /* same slot_type as kv_slots */
-  cachestore_index_k_fp8_cache_t index_cache;
+  cachestore_index_k_fp8_cache_t index_cache;   /* index_format CACHESTORE_INDEX_K_FP8 */
+  /* Appended in 0.3: */
+  int32_t index_format;                         /* CACHESTORE_INDEX_K_*; 0 = fp8 */
+  int32_t pad1;
+  cachestore_index_k_fp4_cache_t index_fp4_cache; /* index_format CACHESTORE_INDEX_K_FP4 */
 } cachestore_fused_store_params_t;
 
 /* One side (K or V) of store_paged_kv: the input and the cache view (cachestore.h). */
@@ -180,6 +205,8 @@ CACHESTORE_EXPORT cachestore_status_t cachestore_store_index_k_bf16_v2(
     const cachestore_index_k_bf16_params_t* params, void* stream);
 CACHESTORE_EXPORT cachestore_status_t cachestore_store_index_k_fp8_v2(
     const cachestore_index_k_fp8_params_t* params, void* stream);
+CACHESTORE_EXPORT cachestore_status_t cachestore_store_index_k_fp4(
+    const cachestore_index_k_fp4_params_t* params, void* stream);
 CACHESTORE_EXPORT cachestore_status_t cachestore_fused_store_cache_v2(
     const cachestore_fused_store_params_t* params, void* stream);
 CACHESTORE_EXPORT cachestore_status_t cachestore_store_paged_kv(

@@ -61,4 +61,44 @@ CACHESTORE_HOST_DEVICE inline float v32_amax_scale(float amax) {
   return fmaxf(amax / kE4m3Max, FLT_MIN);
 }
 
+
+CACHESTORE_HOST_DEVICE inline uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+// V41 (per 32 values): e = ceil(log2(max(amax / 448, 1e-4))), scale byte e + 127, taken from
+// amax's bits as SGLang's kernel does: exp_field - 8 + (mantissa > 0x600000, i.e. amax's
+// significand above 1.75 = 448 / 2^8), at least 114 (2^-13, the first power of two above 1e-4).
+// Equal to the formula for every finite amax (gpu_conversion_test checks all of them); an Inf
+// amax gives 247, the peer's byte, where the formula would saturate.
+CACHESTORE_HOST_DEVICE inline uint8_t v41_scale_byte(float amax) {
+  const uint32_t u = float_bits(amax);
+  const int32_t e = static_cast<int32_t>((u >> 23) & 0xffu) - 8 + ((u & 0x7fffffu) > 0x600000u);
+  return static_cast<uint8_t>(e > 114 ? e : 114);
+}
+
+// V41_FP4 (per 16 values): the value whose e4m3 encoding is the scale byte,
+// clamp(amax / 6, 2^-9, 448) (e4m3's smallest subnormal and largest finite value).
+inline constexpr float kE2m1Max = 6.0f;
+CACHESTORE_HOST_DEVICE inline float v41_fp4_scale_input(float amax) {
+  return fminf(fmaxf(amax / kE2m1Max, 0x1p-9f), kE4m3Max);
+}
+
+// A non-negative e4m3 byte (a scale) decoded to fp32, exactly.
+CACHESTORE_HOST_DEVICE inline float e4m3_scale_to_float(uint8_t byte) {
+  const uint32_t exp = (byte >> 3) & 0xfu, man = byte & 0x7u;
+  if (exp == 0) return static_cast<float>(man) * 0x1p-9f;
+  return bits_to_float(((exp + 120u) << 23) | (man << 20));
+}
+
+// fp4 indexer (per 32 values): sf = max(amax / 6, 1e-4), scale byte its UE8M0 round-up
+// clamp(exp_field(sf) + (mantissa(sf) != 0), 1, 254).
+CACHESTORE_HOST_DEVICE inline uint8_t index_k_fp4_scale_byte(float amax) {
+  const uint32_t u = float_bits(fmaxf(amax / kE2m1Max, kAmaxFloor));
+  const uint32_t e = (u >> 23) + ((u & 0x7fffffu) != 0 ? 1u : 0u);
+  return static_cast<uint8_t>(e < 1u ? 1u : e > 254u ? 254u : e);
+}
+
 }  // namespace cachestore::detail

@@ -26,7 +26,10 @@ Status check_owner(const SlotMapping& slots, int64_t local_capacity, const char*
 Status check_bf16_rows(const void* data, int64_t row_stride, int64_t rows, int64_t width,
                        const char* name, const char* stride_name);
 Status check_index_k_fp8_cache(const IndexKFp8Cache& cache, const char* name);
+Status check_index_k_fp4_cache(const IndexKFp4Cache& cache, const char* name);
 Status check_mla_cache(const MlaCache& cache, const char* name);
+// The smallest page stride of an MLA layout (layout.h), 0 for an unknown layout.
+int64_t mla_min_page_stride(MlaLayout kind, int64_t page_size);
 
 // log2 of a page size already checked to be a power of two.
 int32_t log2_exact(int64_t power_of_two);

@@ -60,14 +60,16 @@ struct IndexKBf16Args {
   int32_t vecs_per_row;         // D / 8 (16-byte vectors)
 };
 
-struct IndexKFp8Args {
+// The fp8 (132-byte) and fp4 (68-byte) index-K layouts: which one is the kernel's template.
+struct IndexKArgs {
   SlotArgs slots;
   const uint16_t* k;            // [num_tokens, D] bf16, row stride k_row_stride elements
   int64_t k_row_stride;
-  PagedCacheArgs cache;         // 132-byte indexer layout
-  int32_t head_dim;             // D, multiple of 128, <= 512
+  PagedCacheArgs cache;
+  int32_t head_dim;             // D: fp8 a multiple of 128, fp4 of 32; <= 512
   int32_t lanes_log2;           // log2 of the lanes per token: next_pow2(D / values per lane)
-  ScaleRule rule;
+  ScaleRule rule;               // fp8
+  Fp4Ties ties;                 // fp4
 };
 
 struct MlaArgs {
@@ -76,7 +78,7 @@ struct MlaArgs {
   int64_t nope_row_stride;
   const uint16_t* rope;         // [num_tokens, 64] bf16
   int64_t rope_row_stride;
-  PagedCacheArgs cache;         // V4 or V3.2 layout (template parameter of the kernel)
+  PagedCacheArgs cache;         // the layout is the kernel's template parameter
   ScaleRule rule;               // V3.2 only
 };
 

@@ -8,6 +8,7 @@
 
 #include "cachestore/layout.h"
 #include "kernels/common.cuh"
+#include "kernels/v41_kernels.cuh"
 
 namespace cachestore::kernels {
 
@@ -38,7 +39,7 @@ __global__ void index_k_bf16_kernel(const GuardArgs guard, const IndexKBf16Args 
 // 128 / kN lanes hold one 128-value block; lanes past D / kN (D = 384) only pad the group.
 template <typename SlotT, int kN>
 __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
-                                                      const IndexKFp8Args& a, int64_t row,
+                                                      const IndexKArgs& a, int64_t row,
                                                       int lane, bool count_negative = true) {
   constexpr int kBlockLanes = layout::kQuantBlock / kN;
   const bool active = lane * kN < a.head_dim;
@@ -77,14 +78,14 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
 // blockDim = (2^lanes_log2, rows per block)
 template <typename SlotT, int kN>
 __global__ void __launch_bounds__(kMaxBlockThreads, 2048 / kMaxBlockThreads)
-index_k_fp8_kernel(const GuardArgs guard, const IndexKFp8Args a) {
+index_k_fp8_kernel(const GuardArgs guard, const IndexKArgs a) {
   begin_store(guard);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   if (row >= guard.num_tokens) return;
   store_index_k_fp8_row<SlotT, kN>(guard, a, row, threadIdx.x);
 }
 
-// Lanes of one MLA row: 512 values (V4: 448 NoPE + 64 RoPE; V3.2: 512 NoPE) at kN per lane,
+// Lanes of one MLA row: 512 values (V4, V4.1: 448 NoPE + 64 RoPE; V3.2: 512 NoPE) at kN per lane,
 // so one warp (kN = 16) or two (kN = 8).
 template <int kN>
 inline constexpr int kMlaRowLanes = 512 / kN;
@@ -161,10 +162,11 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
 
 // ---- fused_store_cache: blockDim = (32, rows_per_block * warps per row + index warps). The
 // first rows_per_block rows' KV records take kMlaRowLanes<kN> / 32 warps each; the warps after
-// them store the index-K of the same rows (2^lanes_log2 lanes per row), when there is one.
-template <MlaLayout kLayout, typename SlotT, int kN>
+// them store the index-K (fp8 or fp4: kIndex) of the same rows (2^lanes_log2 lanes per row), when
+// there is one.
+template <MlaLayout kLayout, IndexKFormat kIndex, typename SlotT, int kN>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1536 / kMaxBlockThreads)
-fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKFp8Args index,
+fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs index,
                    const int32_t rows_per_block) {
   constexpr int kWarpsPerRow = kMlaRowLanes<kN> / 32;
   begin_store(guard);
@@ -176,8 +178,10 @@ fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKFp8Args 
     if (row >= guard.num_tokens) return;
     if constexpr (kLayout == MlaLayout::kV4) {
       store_mla_v4_row<SlotT, kN>(guard, kv, row, lane);
-    } else {
+    } else if constexpr (kLayout == MlaLayout::kV32) {
       store_mla_v32_row<SlotT, kN>(guard, kv, row, lane);
+    } else {
+      store_mla_v41_row<kLayout, SlotT, kN>(guard, kv, row, lane);
     }
   } else {
     const int local = (warp - rows_per_block * kWarpsPerRow) * 32 + threadIdx.x;
@@ -185,8 +189,12 @@ fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKFp8Args 
     const int64_t row = first_row + row_in_block;
     if (row_in_block >= rows_per_block || row >= guard.num_tokens) return;
     // The KV warps count a negative n for the launch.
-    store_index_k_fp8_row<SlotT, kN>(guard, index, row, local & ((1 << index.lanes_log2) - 1),
-                                     false);
+    const int lane = local & ((1 << index.lanes_log2) - 1);
+    if constexpr (kIndex == IndexKFormat::kFp8) {
+      store_index_k_fp8_row<SlotT, kN>(guard, index, row, lane, false);
+    } else {
+      store_index_k_fp4_row<SlotT, kN>(guard, index, row, lane, false);
+    }
   }
 }
 

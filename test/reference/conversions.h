@@ -95,4 +95,41 @@ CACHESTORE_HOST_DEVICE inline uint8_t ue8m0_from_float_rp_satfinite(float x) {
   return static_cast<uint8_t>(exp + (mant != 0 ? 1u : 0u));
 }
 
+// fp32 -> e2m1 (FP4: 1 sign, 2 exponent, 1 mantissa bit; magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6),
+// as the PTX ISA defines cvt.rn.satfinite.e2m1x2.f32: round to nearest, ties to even (or, for
+// SGLang's indexer, toward zero); |x| beyond 6 (Inf included) saturates to 6; NaN gives +6 (0x7);
+// the sign bit is kept, also on a zero magnitude (-0.0 and small negatives give 0x8). Nearest by
+// exact double arithmetic over the eight magnitudes.
+CACHESTORE_HOST_DEVICE inline uint8_t e2m1_from_float(float x, bool ties_to_even = true) {
+  const uint32_t u = float_to_bits(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7;
+  const uint8_t sign = static_cast<uint8_t>((u >> 28) & 0x8u);
+  const double a = x < 0 ? -static_cast<double>(x) : static_cast<double>(x);
+  const double values[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  if (a >= 6.0) return sign | 0x7;
+  uint8_t k = 0;
+  while (values[k + 1] <= a) ++k;                 // values[k] <= a < values[k + 1]
+  const double below = a - values[k], above = values[k + 1] - a;
+  uint8_t code = k;
+  if (above < below) code = static_cast<uint8_t>(k + 1);
+  else if (above == below && ties_to_even && (k & 1u)) code = static_cast<uint8_t>(k + 1);
+  return sign | code;
+}
+
+// The V41 scale byte by DESIGN.md's formula, e = ceil(log2(max(amax / 448, 1e-4))) (the UE8M0
+// round-up of the IEEE quotient is that ceiling: amax / 448 never rounds onto a power of two from
+// above); an Inf amax gives 247 (exp_field(Inf) - 8), the byte SGLang's kernel writes.
+CACHESTORE_HOST_DEVICE inline uint8_t v41_scale_byte_formula(float amax) {
+  if ((float_to_bits(amax) & 0x7fffffffu) == 0x7f800000u) return 247;
+  const float q = amax / 448.0f;
+  return ue8m0_from_float_rp_satfinite(q > 1e-4f ? q : 1e-4f);
+}
+
+// e4m3 byte -> fp32, exactly (the format's definition: bias 7, subnormals k * 2^-9).
+CACHESTORE_HOST_DEVICE inline float e4m3_to_float(uint8_t byte) {
+  const int exp = (byte >> 3) & 0xf, man = byte & 0x7;
+  const float magnitude = exp == 0 ? man * 0x1p-9f : (8 + man) * 0x1p-3f * static_cast<float>(1 << exp) * 0x1p-7f;
+  return (byte & 0x80) ? -magnitude : magnitude;
+}
+
 }  // namespace cachestore::reference

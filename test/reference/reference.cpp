@@ -1,5 +1,6 @@
 #include "reference.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "cachestore/layout.h"
@@ -109,6 +110,65 @@ void quantize_v32_row(const uint16_t* nope, const uint16_t* rope, ScaleRule rule
   std::memcpy(record + layout::kV32RopeOffset, rope, 2 * layout::kRopeDim);
 }
 
+namespace {
+// The 512 values of a V4.1 token in storage order: NoPE 0..447, RoPE 448..511.
+void v41_values(const uint16_t* nope, const uint16_t* rope, uint16_t* out) {
+  std::memcpy(out, nope, 2 * layout::kV41NopeDim);
+  std::memcpy(out + layout::kV41NopeDim, rope, 2 * layout::kRopeDim);
+}
+uint8_t pack_nibbles(uint8_t lo, uint8_t hi) { return static_cast<uint8_t>(lo | (hi << 4)); }
+}  // namespace
+
+void quantize_v41_row(const uint16_t* nope, const uint16_t* rope, uint8_t* data_row,
+                      uint8_t* scale_row) {
+  uint16_t v[layout::kV41Values];
+  v41_values(nope, rope, v);
+  for (int t = 0; t < layout::kV41Values / layout::kV41TileSize; ++t) {
+    const uint16_t* tile = v + t * layout::kV41TileSize;
+    const uint8_t e8 = v41_scale_byte_formula(block_amax(tile, layout::kV41TileSize));
+    const float inv = std::ldexp(1.0f, 127 - e8);
+    for (int i = 0; i < layout::kV41TileSize; ++i)
+      data_row[t * layout::kV41TileSize + i] = e4m3_from_float(bf16_bits_to_float(tile[i]) * inv);
+    scale_row[t] = e8;
+  }
+}
+
+void quantize_v41_fp4_row(const uint16_t* nope, const uint16_t* rope, uint8_t* data_row,
+                          uint8_t* scale_row) {
+  uint16_t v[layout::kV41Values];
+  v41_values(nope, rope, v);
+  constexpr int kTile = layout::kV41Fp4TileSize;
+  for (int t = 0; t < layout::kV41Values / kTile; ++t) {
+    const uint16_t* tile = v + t * kTile;
+    const uint8_t sb = e4m3_from_float(detail::v41_fp4_scale_input(block_amax(tile, kTile)));
+    const float s = e4m3_to_float(sb);
+    for (int i = 0; i < kTile; i += 2)
+      data_row[(t * kTile + i) / 2] = pack_nibbles(e2m1_from_float(bf16_bits_to_float(tile[i]) / s),
+                                                   e2m1_from_float(bf16_bits_to_float(tile[i + 1]) / s));
+    scale_row[t] = sb;
+  }
+}
+
+void quantize_index_k_fp4_row(const uint16_t* k, int32_t head_dim, Fp4Ties ties, uint8_t* data,
+                              uint8_t* scales) {
+  const bool even = ties == Fp4Ties::kToEven;
+  // The indexer keeps the sign only with a nonzero magnitude (never 0x8).
+  const auto code = [even](float y) {
+    const uint8_t c = e2m1_from_float(y, even);
+    return (c & 0x7) == 0 ? uint8_t{0} : c;
+  };
+  for (int32_t g = 0; g < head_dim / layout::kFp4Group; ++g) {
+    const uint16_t* group = k + g * layout::kFp4Group;
+    const uint8_t e8 = detail::index_k_fp4_scale_byte(block_amax(group, layout::kFp4Group));
+    const float scale = std::ldexp(1.0f, e8 - 127);
+    for (int i = 0; i < layout::kFp4Group; i += 2)
+      data[(g * layout::kFp4Group + i) / 2] =
+          pack_nibbles(code(bf16_bits_to_float(group[i]) / scale),
+                       code(bf16_bits_to_float(group[i + 1]) / scale));
+    scales[g] = e8;
+  }
+}
+
 void store_index_k_bf16(const IndexKBf16Params& p) {
   for_each_stored_row(p.batch, p.slots, p.num_slots, 0, [&](int64_t row, int64_t slot) {
     std::memcpy(static_cast<uint16_t*>(p.cache) + slot * p.cache_row_stride,
@@ -132,7 +192,25 @@ void store_index_k_fp8_rows(const Batch& batch, const SlotMapping& slots, const 
                 scales, 4 * static_cast<size_t>(c.head_dim / layout::kQuantBlock));
   });
 }
+
+void store_index_k_fp4_rows(const Batch& batch, const SlotMapping& slots, const void* k,
+                            int64_t k_row_stride, const IndexKFp4Cache& c) {
+  auto* base = static_cast<uint8_t*>(c.data);
+  for_each_stored_row(batch, slots, c.num_pages * c.page_size, c.page_size, [&](int64_t row, int64_t slot) {
+    const int64_t page = slot / c.page_size, in_page = slot % c.page_size;
+    quantize_index_k_fp4_row(
+        row_ptr(k, row, k_row_stride), c.head_dim, c.ties,
+        base + layout::index_k_fp4_data_offset(page, in_page, c.page_stride_bytes, c.head_dim),
+        base + layout::index_k_fp4_scale_offset(page, in_page, c.page_size, c.page_stride_bytes,
+                                                c.head_dim));
+  });
+}
+
 }  // namespace
+
+void store_index_k_fp4(const IndexKFp4Params& p) {
+  store_index_k_fp4_rows(p.batch, p.slots, p.k, p.k_row_stride, p.cache);
+}
 
 void store_index_k_fp8(const IndexKFp8Params& p) {
   store_index_k_fp8_rows(p.batch, p.slots, p.k, p.k_row_stride, p.cache);
@@ -150,6 +228,14 @@ void fused_store_cache(const FusedStoreParams& p) {
       quantize_v4_row(nope, rope, base + layout::v4_data_offset(page, in_page, c.page_stride_bytes),
                       base + layout::v4_scale_offset(page, in_page, c.page_size,
                                                      c.page_stride_bytes));
+    } else if (c.layout == MlaLayout::kV41 || c.layout == MlaLayout::kV41Fp4) {
+      const bool fp4 = c.layout == MlaLayout::kV41Fp4;
+      const layout::SplitRows rows = fp4 ? layout::kV41Fp4Rows : layout::kV41Rows;
+      uint8_t* data_row = base + layout::split_data_offset(rows, page, in_page, c.page_stride_bytes);
+      uint8_t* scale_row =
+          base + layout::split_scale_offset(rows, page, in_page, c.page_size, c.page_stride_bytes);
+      if (fp4) quantize_v41_fp4_row(nope, rope, data_row, scale_row);
+      else quantize_v41_row(nope, rope, data_row, scale_row);
     } else {
       quantize_v32_row(nope, rope, c.scale_rule,
                        base + layout::v32_record_offset(page, in_page, c.page_stride_bytes));
@@ -162,8 +248,12 @@ void fused_store_cache(const FusedStoreParams& p) {
   int32_t clamped_n = 0;
   if (index_batch.num_tokens_non_padded != nullptr && *index_batch.num_tokens_non_padded < 0)
     index_batch.num_tokens_non_padded = &clamped_n;
-  store_index_k_fp8_rows(index_batch, p.index_slots, p.index_k, p.index_k_row_stride,
-                         p.index_cache);
+  if (p.index_format == IndexKFormat::kFp4)
+    store_index_k_fp4_rows(index_batch, p.index_slots, p.index_k, p.index_k_row_stride,
+                           p.index_fp4_cache);
+  else
+    store_index_k_fp8_rows(index_batch, p.index_slots, p.index_k, p.index_k_row_stride,
+                           p.index_cache);
 }
 
 namespace {

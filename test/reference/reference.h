@@ -9,6 +9,7 @@ namespace cachestore::reference {
 
 void store_index_k_bf16(const IndexKBf16Params& params);
 void store_index_k_fp8(const IndexKFp8Params& params);
+void store_index_k_fp4(const IndexKFp4Params& params);
 void fused_store_cache(const FusedStoreParams& params);
 void store_paged_kv(const PagedKvParams& params);
 
@@ -20,5 +21,15 @@ void quantize_v4_row(const uint16_t* nope, const uint16_t* rope, uint8_t* data_r
                      uint8_t* scale_row);
 void quantize_v32_row(const uint16_t* nope, const uint16_t* rope, ScaleRule rule,
                       uint8_t* record);
+// V4.1: the 512-byte data row and 16-byte scale row (V41), or the 256-byte e2m1 data row and
+// 32-byte e4m3 scale row (V41_FP4).
+void quantize_v41_row(const uint16_t* nope, const uint16_t* rope, uint8_t* data_row,
+                      uint8_t* scale_row);
+void quantize_v41_fp4_row(const uint16_t* nope, const uint16_t* rope, uint8_t* data_row,
+                          uint8_t* scale_row);
+// One token of the 68-byte fp4 indexer layout: D/2 e2m1 bytes and D/32 UE8M0 bytes.
+void quantize_index_k_fp4_row(const uint16_t* k, int32_t head_dim, Fp4Ties ties, uint8_t* data,
+                              uint8_t* scales);
+
 
 }  // namespace cachestore::reference
