@@ -68,6 +68,23 @@ elseif(CACHESTORE_BUILD_TESTS)
   set(CACHESTORE_SHARED_TARGET cachestore_shared)
 endif()
 
+# The Python package's library (pyproject.toml, scikit-build-core sets SKBUILD): the same objects
+# as a shared library with the CUDA runtime linked statically, so that the wheel needs only the
+# driver (libcuda.so.1) and works next to any PyTorch build whatever CUDA runtime it bundles.
+# Exports exactly the C ABI (--exclude-libs); installed as cachestore/libcachestore.so.
+if(SKBUILD)
+  add_library(cachestore_python SHARED $<TARGET_OBJECTS:cachestore_objects>)
+  target_link_libraries(cachestore_python PRIVATE CUDA::cudart_static)
+  set_target_properties(cachestore_python PROPERTIES
+    OUTPUT_NAME cachestore
+    LINKER_LANGUAGE CXX
+    CUDA_RUNTIME_LIBRARY Static
+    LIBRARY_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/python")
+  target_link_options(cachestore_python PRIVATE "LINKER:--exclude-libs,ALL" "LINKER:--as-needed")
+  install(TARGETS cachestore_python LIBRARY DESTINATION cachestore)
+  return()  # the wheel holds the Python package only: no headers, archives or CMake files
+endif()
+
 install(TARGETS cachestore EXPORT cachestoreTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

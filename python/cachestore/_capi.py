@@ -1,0 +1,176 @@
+"""The C ABI (include/cachestore/cachestore_c.h) through ctypes: the versioned parameter structs
+and the entry points. Plain Python: importing it needs no torch.
+
+The structs mirror the header field for field; `struct_size` is set to their ctypes size, which
+is the C size (same platform ABI), so the library reads them under its versioned-struct rule.
+"""
+import ctypes
+import os
+
+u32, i32, i64, vp = ctypes.c_uint32, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
+
+# Status codes and enum values of cachestore_c.h.
+SUCCESS = 0
+STATUS_NAMES = {
+    0: "kSuccess", 1: "kErrorInvalidArgument", 2: "kErrorMisalignedOperand",
+    3: "kErrorNotSupported", 4: "kErrorCapacityOverflow", 5: "kErrorArchMismatch",
+    6: "kErrorCudaRuntime",
+}
+SLOT_INT32, SLOT_INT64 = 0, 1
+SCALE_AMAX, SCALE_POW2 = 0, 1
+MLA_V4, MLA_V32, MLA_V41, MLA_V41_FP4 = 0, 1, 2, 3
+FP4_TIES_TO_EVEN, FP4_TIES_TOWARD_ZERO = 0, 1
+INDEX_K_FP8, INDEX_K_FP4 = 0, 1
+KV_BF16, KV_FP16 = 0, 1
+KV_CACHE_AUTO, KV_CACHE_FP8_E4M3, KV_CACHE_FP8_E5M2 = 0, 1, 2
+
+
+class Slots(ctypes.Structure):
+    _fields_ = [("data", vp), ("slot_type", i32), ("owner_rank", i32), ("reserved_slot", i64),
+                ("owner_size", i32), ("pad0", i32)]
+
+
+_BATCH = [("struct_size", u32), ("enable_pdl", i32), ("num_tokens", i64),
+          ("num_tokens_non_padded", vp), ("diagnostics", vp)]
+
+
+class _Params(ctypes.Structure):
+    def __init__(self, **fields):
+        super().__init__(**fields)
+        self.struct_size = ctypes.sizeof(self)
+
+
+class IndexKBf16Params(_Params):
+    _fields_ = _BATCH + [("slots", Slots), ("k", vp), ("k_row_stride", i64), ("cache", vp),
+                         ("cache_row_stride", i64), ("num_slots", i64), ("head_dim", i32),
+                         ("pad0", i32)]
+
+
+class IndexKFp8Cache(ctypes.Structure):
+    _fields_ = [("data", vp), ("num_pages", i64), ("page_stride_bytes", i64), ("page_size", i32),
+                ("head_dim", i32), ("scale_rule", i32), ("pad0", i32)]
+
+
+class IndexKFp4Cache(ctypes.Structure):
+    _fields_ = [("data", vp), ("num_pages", i64), ("page_stride_bytes", i64), ("page_size", i32),
+                ("head_dim", i32), ("ties", i32), ("pad0", i32)]
+
+
+class IndexKFp8Params(_Params):
+    _fields_ = _BATCH + [("slots", Slots), ("k", vp), ("k_row_stride", i64),
+                         ("cache", IndexKFp8Cache)]
+
+
+class IndexKFp4Params(_Params):
+    _fields_ = _BATCH + [("slots", Slots), ("k", vp), ("k_row_stride", i64),
+                         ("cache", IndexKFp4Cache)]
+
+
+class FusedStoreParams(_Params):
+    _fields_ = _BATCH + [
+        ("kv_slots", Slots), ("nope", vp), ("nope_row_stride", i64), ("rope", vp),
+        ("rope_row_stride", i64), ("layout", i32), ("kv_scale_rule", i32), ("kv_cache", vp),
+        ("kv_num_pages", i64), ("kv_page_stride_bytes", i64), ("kv_page_size", i32),
+        ("pad0", i32), ("index_k", vp), ("index_k_row_stride", i64), ("index_slots", Slots),
+        ("index_cache", IndexKFp8Cache), ("index_format", i32), ("pad1", i32),
+        ("index_fp4_cache", IndexKFp4Cache)]
+
+
+class KvSide(ctypes.Structure):
+    _fields_ = [("data", vp), ("token_stride", i64), ("head_stride", i64), ("head_dim", i32),
+                ("pad0", i32), ("cache", vp), ("page_stride", i64), ("entry_stride", i64),
+                ("cache_head_stride", i64), ("scale", vp), ("scale_stride", i32), ("pad1", i32)]
+
+
+class PagedKvParams(_Params):
+    _fields_ = _BATCH + [("slots", Slots), ("num_heads", i32), ("input_type", i32),
+                         ("cache_type", i32), ("page_size", i32), ("num_pages", i64),
+                         ("k", KvSide), ("v", KvSide)]
+
+
+class CachestoreError(ValueError):
+    """The library refused a call (bad argument, unsupported shape, misalignment, overflow):
+    nothing was launched, nothing written. `status` is the C status name."""
+
+    def __init__(self, status, message):
+        super().__init__(f"{message} [{STATUS_NAMES.get(status, status)}]")
+        self.status = STATUS_NAMES.get(status, status)
+
+
+class CachestoreCudaError(RuntimeError):
+    """A CUDA runtime call or kernel launch failed, or no kernel image fits the device."""
+
+    def __init__(self, status, message):
+        super().__init__(f"{message} [{STATUS_NAMES.get(status, status)}]")
+        self.status = STATUS_NAMES.get(status, status)
+
+
+def library_path():
+    """libcachestore.so: $CACHESTORE_LIBRARY if set, else the one installed in this package."""
+    return os.environ.get("CACHESTORE_LIBRARY") or os.path.join(os.path.dirname(__file__),
+                                                                "libcachestore.so")
+
+
+def _load():
+    lib = ctypes.CDLL(library_path())
+    lib.cachestore_version.restype = i32
+    lib.cachestore_last_error_message.restype = ctypes.c_char_p
+    lib.cachestore_status_string.restype = ctypes.c_char_p
+    lib.cachestore_status_string.argtypes = [i32]
+    lib.cachestore_query_device.argtypes = [i32, ctypes.POINTER(i32), ctypes.POINTER(i32),
+                                            ctypes.POINTER(i32)]
+    for name, params in (("cachestore_store_index_k_bf16_v2", IndexKBf16Params),
+                         ("cachestore_store_index_k_fp8_v2", IndexKFp8Params),
+                         ("cachestore_store_index_k_fp4", IndexKFp4Params),
+                         ("cachestore_fused_store_cache_v2", FusedStoreParams),
+                         ("cachestore_store_paged_kv", PagedKvParams)):
+        fn = getattr(lib, name)
+        fn.restype = i32
+        fn.argtypes = [ctypes.POINTER(params), vp]
+    return lib
+
+
+lib = _load()
+
+
+def check(status):
+    """Raises the library's refusal (CachestoreError) or CUDA failure (CachestoreCudaError)."""
+    if status != SUCCESS:
+        message = lib.cachestore_last_error_message().decode()
+        if status in (5, 6):
+            raise CachestoreCudaError(status, message)
+        raise CachestoreError(status, message)
+
+
+def store_index_k_bf16(params, stream=0):
+    check(lib.cachestore_store_index_k_bf16_v2(ctypes.byref(params), stream))
+
+
+def store_index_k_fp8(params, stream=0):
+    check(lib.cachestore_store_index_k_fp8_v2(ctypes.byref(params), stream))
+
+
+def store_index_k_fp4(params, stream=0):
+    check(lib.cachestore_store_index_k_fp4(ctypes.byref(params), stream))
+
+
+def fused_store_cache(params, stream=0):
+    check(lib.cachestore_fused_store_cache_v2(ctypes.byref(params), stream))
+
+
+def store_paged_kv(params, stream=0):
+    check(lib.cachestore_store_paged_kv(ctypes.byref(params), stream))
+
+
+def version():
+    v = lib.cachestore_version()
+    return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+
+
+def query_device(device=0):
+    """(kernel path name, binary version, compute capability) the library runs on `device`."""
+    path, binary, cc = i32(), i32(), i32()
+    check(lib.cachestore_query_device(device, ctypes.byref(path), ctypes.byref(binary),
+                                      ctypes.byref(cc)))
+    return ({0: "portable", 1: "hopper", 2: "blackwell"}.get(path.value, path.value), binary.value,
+            cc.value)

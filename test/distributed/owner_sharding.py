@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Page-owner sharding across real GPUs: each rank of a torch.distributed (NCCL) job holds its
+own caches and stores the same padded batch with owner_size = world size, owner_rank = rank,
+inside a CUDA graph captured once and replayed with several real-row counts (padding 0, stale
+or -1; NaN junk in the padding rows). After each replay the ranks all-gather their pages;
+interleaved by the owner rule (global page g is local page g // W of rank g % W) they must equal,
+byte for byte, the caches one unsharded store writes on rank 0. The ranks' diagnostics add up to
+the unsharded store's (each out-of-range row is counted by its page's owner only), and the guard
+page after each rank's cache is never written.
+
+  torchrun --nproc_per_node 2 test/distributed/owner_sharding.py
+"""
+import os
+
+import torch
+import torch.distributed as dist
+
+import cachestore.torch as cst
+
+B, P, GLOBAL_PAGES = 32, 16, 16
+CAPACITY = P * GLOBAL_PAGES
+GUARD = 0xAB
+
+
+def page_bytes(kind):
+    return {"index_fp8": P * 132, "index_fp4": P * 68, "v4": (584 * P + 575) // 576 * 576,
+            "v41": (528 * P + 511) // 512 * 512}[kind]
+
+
+def caches(pages, dev):
+    """Each cache with one guard page after its `pages` pages (poisoned, never to be written)."""
+    out = {kind: torch.full((pages + 1, page_bytes(kind)), GUARD, dtype=torch.uint8, device=dev)
+           for kind in ("index_fp8", "index_fp4", "v4", "v41")}
+    out["k"] = torch.full((pages + 1, P, 8, 128), 1.5, dtype=torch.bfloat16, device=dev)
+    out["v"] = torch.full((pages + 1, P, 8, 128), 1.5, dtype=torch.bfloat16, device=dev)
+    return out
+
+
+def store(c, pages, x, slots, n, diagnostics, rank, world):
+    """Every store of the check on caches of `pages` pages (the guard page excluded)."""
+    kw = dict(num_tokens_non_padded=n, diagnostics=diagnostics, owner_rank=rank,
+              owner_size=world)
+    live = {k: v[:pages] for k, v in c.items()}
+    kv = x[:, :2048].view(B, 16, 128)
+    cst.store_paged_kv(kv[:, :8], kv[:, 8:], slots, live["k"], live["v"], **kw)
+    cst.store_index_k_fp8(x[:, 2048:2176], slots, live["index_fp8"], **kw)
+    cst.fused_store_cache(x[:, 2176:2624], x[:, 2624:2688], slots, live["v4"], layout="v4",
+                          index_k=x[:, 2048:2176], index_cache=live["index_fp8"], **kw)
+    cst.fused_store_cache(x[:, 2176:2624], x[:, 2624:2688], slots, live["v41"], layout="v41",
+                          index_k=x[:, 2048:2176], index_cache=live["index_fp4"],
+                          index_format="fp4", **kw)
+
+
+def main():
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+    torch.cuda.set_device(dev)
+    local_pages = GLOBAL_PAGES // world
+
+    x = torch.zeros(B, 2688, dtype=torch.bfloat16, device=dev)
+    slots = torch.full((B,), -1, dtype=torch.int64, device=dev)
+    n = torch.zeros(1, dtype=torch.int32, device=dev)
+    diag = torch.zeros(2, dtype=torch.int64, device=dev)
+    sharded = caches(local_pages, dev)
+    store(sharded, local_pages, x, slots, n, diag, rank, world)  # warm-up, then capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        store(sharded, local_pages, x, slots, n, diag, rank, world)
+    if rank == 0:
+        full = caches(GLOBAL_PAGES, dev)
+        full_diag = torch.zeros(2, dtype=torch.int64, device=dev)
+        full_graph = torch.cuda.CUDAGraph()
+        store(full, GLOBAL_PAGES, x, slots, n, full_diag, 0, 1)
+        with torch.cuda.graph(full_graph):
+            store(full, GLOBAL_PAGES, x, slots, n, full_diag, 0, 1)
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(2026)  # the same batch on every rank
+    checked = 0
+    for step, real in enumerate([32, 20, 7, 0, 1, 32, 13]):
+        padding = ("zero", "stale", "minus_one")[step % 3]
+        fresh = torch.randperm(CAPACITY, device=dev, generator=gen)[:real]
+        if real > 4:
+            fresh[3] = CAPACITY + 5 + step  # a caller bug: past every rank's pages, counted once
+        pad = {"zero": torch.zeros(B - real, dtype=torch.int64, device=dev),
+               "stale": slots[real:].clone(),
+               "minus_one": torch.full((B - real,), -1, dtype=torch.int64, device=dev)}[padding]
+        slots.copy_(torch.cat([fresh, pad]))
+        x.copy_(torch.randn(B, 2688, device=dev, generator=gen).bfloat16())
+        x[real:] = float("nan")
+        n.fill_(real)
+        diag.zero_()
+        graph.replay()
+        if rank == 0:
+            full_diag.zero_()
+            full_graph.replay()
+        torch.cuda.synchronize()
+
+        for kind, local in sharded.items():
+            assert torch.equal(local[local_pages], torch.full_like(local[local_pages],
+                               GUARD if local.dtype == torch.uint8 else 1.5)), \
+                f"rank {rank}: {kind}: the guard page after the cache was written"
+            gathered = torch.empty((world,) + tuple(local[:local_pages].shape), dtype=local.dtype,
+                                   device=dev)
+            dist.all_gather_into_tensor(gathered.view(-1).view(torch.uint8),
+                                        local[:local_pages].contiguous().view(-1).view(torch.uint8))
+            if rank == 0:
+                # global page g = local page g // world of rank g % world
+                interleaved = gathered.transpose(0, 1).reshape((GLOBAL_PAGES,) + tuple(local.shape[1:]))
+                want = full[kind][:GLOBAL_PAGES]
+                bad = (interleaved.view(torch.uint8) != want.view(torch.uint8)).nonzero()
+                assert bad.numel() == 0, (f"{kind}, replay {step} (n={real}, padding {padding}): "
+                                          f"{bad.shape[0]} bytes differ from the unsharded store")
+                checked += 1
+        total = diag.clone()
+        dist.all_reduce(total)
+        if rank == 0:
+            assert torch.equal(total, full_diag), (f"replay {step}: ranks' diagnostics "
+                                                  f"{total.tolist()} != unsharded {full_diag.tolist()}")
+        print(f"rank {rank}: replay {step}: n={real:2d}, padding {padding:9s}, diagnostics "
+              f"{diag.tolist()}", flush=True)
+    dist.barrier()
+    if rank == 0:
+        print(f"owner_sharding: {world} ranks, 7 replays, {checked} gathered caches equal the "
+              f"unsharded store; diagnostics add up; guard pages untouched: OK", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""The package without torch: it imports, loads its library, and the raw C ABI refuses a bad call
+with the library's message."""
+import ctypes
+import os
+import subprocess
+import sys
+
+import pytest
+
+import cachestore
+from cachestore import capi
+
+
+def test_imports_without_torch():
+    # A fresh interpreter: importing cachestore must not import torch.
+    code = "import sys, cachestore; print(cachestore.version()); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True, env=os.environ).stdout.split()
+    assert out == [cachestore.__version__, "False"]
+
+
+def test_library_is_the_packaged_one():
+    assert os.path.isfile(cachestore.library_path())
+    assert cachestore.version() == cachestore.__version__
+
+
+def test_raw_call_refused_with_the_library_message():
+    p = capi.IndexKBf16Params(num_tokens=4)  # no slots, no inputs
+    assert p.struct_size == ctypes.sizeof(p)
+    with pytest.raises(cachestore.CachestoreError, match="slots.data is null") as e:
+        capi.store_index_k_bf16(p)
+    assert e.value.status == "kErrorInvalidArgument"
+
+
+def test_raw_fused_call_names_the_fp4_cache():
+    p = capi.FusedStoreParams(num_tokens=4)
+    p.kv_slots = capi.Slots(0x1000, capi.SLOT_INT64, 0, -1, 1, 0)
+    p.nope, p.nope_row_stride, p.rope, p.rope_row_stride = 0x2000, 512, 0x2000 + 896, 512
+    p.layout, p.kv_cache, p.kv_num_pages, p.kv_page_size = capi.MLA_V41, 0x8000, 4, 64
+    p.kv_page_stride_bytes = 33792
+    p.index_k, p.index_k_row_stride = 0x2000, 512
+    p.index_slots = p.kv_slots
+    p.index_format = capi.INDEX_K_FP4
+    p.index_fp4_cache = capi.IndexKFp4Cache(0x10000, 4, 4352, 64, 100, 0, 0)  # head_dim 100
+    with pytest.raises(cachestore.CachestoreError, match="index_fp4_cache.head_dim"):
+        capi.fused_store_cache(p)
+
+
+def test_query_device_answers_or_says_why():
+    try:
+        path, binary, cc = cachestore.query_device(0)
+        assert path in ("portable", "hopper", "blackwell") and cc > 0
+    except cachestore.CachestoreCudaError as e:  # no GPU, or no image for it
+        assert e.status in ("kErrorCudaRuntime", "kErrorArchMismatch")

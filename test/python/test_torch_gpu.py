@@ -1,0 +1,313 @@
+"""cachestore.torch on the GPU: every function against the PyTorch reference (torch_reference.py)
+under padded torch.cuda.graph replay, whole caches compared byte for byte; torch.compile
+(fullgraph) through the custom ops; torch.library.opcheck; streams, pointers and graphs shared
+with torch in one process; a refused call writes nothing."""
+import pytest
+
+try:
+    import torch_reference as ref
+except ImportError:  # no PyTorch: the fixtures skip (or fail under CACHESTORE_REQUIRE_GPU=1)
+    ref = None
+
+B, P, PAGES = 32, 16, 8  # captured rows, page size, pages: 128 slots
+CAPACITY = P * PAGES
+
+
+@pytest.fixture
+def env(cuda):
+    import torch
+
+    import cachestore.torch as cst
+    torch.manual_seed(1234)
+    return torch, cst, cuda
+
+
+def poison(torch, dev, *shape):
+    return torch.full(shape, 0xAB, dtype=torch.uint8, device=dev)
+
+
+class Case:
+    """One store: its inputs (name -> (width or shape tail, dtype)), caches, the call and the
+    reference."""
+
+    def __init__(self, name, inputs, caches, store, reference, slot_dtype="int64"):
+        self.name, self.inputs, self.caches = name, inputs, caches
+        self.store, self.reference, self.slot_dtype = store, reference, slot_dtype
+
+
+def make_cases(torch, cst, dev):
+    bf = torch.bfloat16
+    fp8_page, fp4_page = P * 132, P * 68
+    v4_page, v32_page = (584 * P + 575) // 576 * 576, 656 * P
+    v41_page, v41_fp4_page = (528 * P + 511) // 512 * 512, (288 * P + 255) // 256 * 256
+    cases = [
+        Case("index_k_bf16", {"k": ((128,), bf)},
+             lambda: [torch.full((CAPACITY, 128), 1.5, dtype=bf, device=dev)],
+             lambda x, s, n, c: cst.store_index_k_bf16(x["k"], s, c[0], num_tokens_non_padded=n),
+             lambda e, x, s: ref.ref_index_k_bf16(e[0], x["k"], s)),
+    ]
+    for rule in ("amax", "pow2"):
+        cases.append(Case(
+            f"index_k_fp8_{rule}", {"k": ((128,), bf)}, lambda: [poison(torch, dev, PAGES, fp8_page)],
+            lambda x, s, n, c, rule=rule: cst.store_index_k_fp8(
+                x["k"], s, c[0], scale_rule=rule, num_tokens_non_padded=n),
+            lambda e, x, s, rule=rule: ref.ref_index_k_fp8(e[0], P, x["k"], s, rule),
+            "int32" if rule == "pow2" else "int64"))
+    for ties in ("even", "toward_zero"):
+        cases.append(Case(
+            f"index_k_fp4_{ties}", {"k": ((128,), bf)}, lambda: [poison(torch, dev, PAGES, fp4_page)],
+            lambda x, s, n, c, ties=ties: cst.store_index_k_fp4(
+                x["k"], s, c[0], ties=ties, num_tokens_non_padded=n),
+            lambda e, x, s, ties=ties: ref.ref_index_k_fp4(e[0], P, x["k"], s, ties == "even")))
+    mla = {"nope": ((448,), bf), "rope": ((64,), bf), "idx": ((128,), bf)}
+    cases += [
+        Case("fused_v4_index_fp8", mla,
+             lambda: [poison(torch, dev, PAGES, v4_page), poison(torch, dev, PAGES, fp8_page)],
+             lambda x, s, n, c: cst.fused_store_cache(
+                 x["nope"], x["rope"], s, c[0], layout="v4", index_k=x["idx"], index_cache=c[1],
+                 num_tokens_non_padded=n),
+             lambda e, x, s: (ref.ref_mla(e[0], P, "v4", x["nope"], x["rope"], s),
+                              ref.ref_index_k_fp8(e[1], P, x["idx"], s))),
+        Case("mla_v32_amax", {"nope": ((512,), bf), "rope": ((64,), bf)},
+             lambda: [poison(torch, dev, PAGES, v32_page)],
+             lambda x, s, n, c: cst.fused_store_cache(
+                 x["nope"], x["rope"], s, c[0], layout="v32", scale_rule="amax",
+                 num_tokens_non_padded=n),
+             lambda e, x, s: ref.ref_mla(e[0], P, "v32", x["nope"], x["rope"], s, "amax"),
+             "int32"),
+        Case("fused_v41_index_fp4", mla,
+             lambda: [poison(torch, dev, PAGES, v41_page), poison(torch, dev, PAGES, fp4_page)],
+             lambda x, s, n, c: cst.fused_store_cache(
+                 x["nope"], x["rope"], s, c[0], layout="v41", index_k=x["idx"], index_cache=c[1],
+                 index_format="fp4", index_rule="toward_zero", num_tokens_non_padded=n),
+             lambda e, x, s: (ref.ref_mla(e[0], P, "v41", x["nope"], x["rope"], s),
+                              ref.ref_index_k_fp4(e[1], P, x["idx"], s, False))),
+        Case("mla_v41_fp4", {"nope": ((448,), bf), "rope": ((64,), bf)},
+             lambda: [poison(torch, dev, PAGES, v41_fp4_page)],
+             lambda x, s, n, c: cst.fused_store_cache(
+                 x["nope"], x["rope"], s, c[0], layout="v41_fp4", num_tokens_non_padded=n),
+             lambda e, x, s: ref.ref_mla(e[0], P, "v41_fp4", x["nope"], x["rope"], s)),
+    ]
+    H, D = 8, 128
+    kv = {"k": ((H, D), bf), "v": ((H, D), bf)}
+    head_scales = (torch.rand(H, device=dev) * 0.05 + 0.01, torch.rand(H, device=dev) * 0.05 + 0.01)
+    cases += [
+        Case("paged_kv_nhd_bf16", kv,
+             lambda: [torch.full((PAGES, P, H, D), 1.5, dtype=bf, device=dev) for _ in range(2)],
+             lambda x, s, n, c: cst.store_paged_kv(x["k"], x["v"], s, c[0], c[1],
+                                                   num_tokens_non_padded=n),
+             lambda e, x, s: (ref.ref_paged_kv(e[0], "nhd", x["k"], s),
+                              ref.ref_paged_kv(e[1], "nhd", x["v"], s))),
+        Case("paged_kv_hnd_fp8_e4m3_per_head", kv,
+             lambda: [torch.zeros((PAGES, H, P, D), dtype=torch.float8_e4m3fn, device=dev)
+                      for _ in range(2)],
+             lambda x, s, n, c: cst.store_paged_kv(
+                 x["k"], x["v"], s, c[0], c[1], layout="hnd", k_scale=head_scales[0],
+                 v_scale=head_scales[1], num_tokens_non_padded=n),
+             lambda e, x, s: (ref.ref_paged_kv(e[0], "hnd", x["k"], s, head_scales[0]),
+                              ref.ref_paged_kv(e[1], "hnd", x["v"], s, head_scales[1])),
+             "int32"),
+        Case("paged_kv_nhd_fp16_e5m2_uint8", {"k": ((H, D), torch.float16), "v": ((H, D), torch.float16)},
+             lambda: [torch.zeros((PAGES, P, H, D), dtype=torch.uint8, device=dev)
+                      for _ in range(2)],
+             lambda x, s, n, c: cst.store_paged_kv(
+                 x["k"], x["v"], s, c[0], c[1], kv_cache_dtype="fp8_e5m2",
+                 k_scale=head_scales[0][:1], v_scale=head_scales[1][:1], num_tokens_non_padded=n),
+             lambda e, x, s: (ref.ref_paged_kv(e[0].view(torch.float8_e5m2), "nhd", x["k"], s,
+                                               head_scales[0][:1]),
+                              ref.ref_paged_kv(e[1].view(torch.float8_e5m2), "nhd", x["v"], s,
+                                               head_scales[1][:1]))),
+        # FlashInfer's stacked [pages, 2, P, H, D]: K and V are views with the page stride.
+        Case("paged_kv_flashinfer_stacked", kv,
+             lambda: [torch.full((PAGES, 2, P, H, D), 1.5, dtype=bf, device=dev)],
+             lambda x, s, n, c: cst.store_paged_kv(x["k"], x["v"], s, c[0][:, 0], c[0][:, 1],
+                                                   num_tokens_non_padded=n),
+             lambda e, x, s: (ref.ref_paged_kv(e[0][:, 0], "nhd", x["k"], s),
+                              ref.ref_paged_kv(e[0][:, 1], "nhd", x["v"], s))),
+        # vLLM's MLA rows [pages, P, 576]: kv_c (512) then k_pe (64), one head.
+        Case("paged_kv_mla576", {"k": ((512,), bf), "v": ((64,), bf)},
+             lambda: [torch.full((PAGES, P, 576), 1.5, dtype=bf, device=dev)],
+             lambda x, s, n, c: cst.store_paged_kv(x["k"], x["v"], s, c[0][..., :512],
+                                                   c[0][..., 512:], num_tokens_non_padded=n),
+             lambda e, x, s: (ref.ref_paged_kv(e[0][..., :512].unsqueeze(2), "nhd",
+                                               x["k"].unsqueeze(1), s),
+                              ref.ref_paged_kv(e[0][..., 512:].unsqueeze(2), "nhd",
+                                               x["v"].unsqueeze(1), s))),
+    ]
+    return cases
+
+
+CASE_NAMES = ["index_k_bf16", "index_k_fp8_amax", "index_k_fp8_pow2", "index_k_fp4_even",
+              "index_k_fp4_toward_zero", "fused_v4_index_fp8", "mla_v32_amax",
+              "fused_v41_index_fp4", "mla_v41_fp4", "paged_kv_nhd_bf16",
+              "paged_kv_hnd_fp8_e4m3_per_head", "paged_kv_nhd_fp16_e5m2_uint8",
+              "paged_kv_flashinfer_stacked", "paged_kv_mla576"]
+
+
+def bytes_of(t):
+    return t.contiguous().view(-1).view(__import__("torch").uint8)
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_padded_graph_replay_matches_reference(env, name):
+    torch, cst, dev = env
+    case = next(c for c in make_cases(torch, cst, dev) if c.name == name)
+    slot_dtype = getattr(torch, case.slot_dtype)
+    inputs = {k: torch.randn((B,) + shape, device=dev).to(dtype)
+              for k, (shape, dtype) in case.inputs.items()}
+    slots = torch.arange(B, dtype=slot_dtype, device=dev)
+    n = torch.full((1,), B, dtype=torch.int32, device=dev)
+    caches = case.caches()
+    case.store(inputs, slots, n, caches)  # warm-up (eager), then capture once at B rows
+    torch.cuda.synchronize()
+    expected = [c.clone() for c in caches]
+    case.reference(expected, inputs, slots.long())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        case.store(inputs, slots, n, caches)
+    for step, real in enumerate([32, 17, 5, 0, 1, 9, 32]):
+        padding = ("stale", "zero", "minus_one")[step % 3]
+        fresh = torch.randperm(CAPACITY, device=dev)[:real].to(slot_dtype)
+        pad = {"stale": slots[real:].clone(), "zero": torch.zeros(B - real, dtype=slot_dtype, device=dev),
+               "minus_one": torch.full((B - real,), -1, dtype=slot_dtype, device=dev)}[padding]
+        slots.copy_(torch.cat([fresh, pad]))
+        for t in inputs.values():
+            t.copy_(torch.randn(t.shape, device=dev) * 2.0 ** (step - 3))
+            t[real:] = float("nan")
+        n.fill_(real)
+        graph.replay()
+        torch.cuda.synchronize()
+        case.reference(expected, {k: v[:real] for k, v in inputs.items()}, slots[:real].long())
+        for i, (got, want) in enumerate(zip(caches, expected)):
+            g, w = bytes_of(got), bytes_of(want)
+            bad = (g != w).nonzero()
+            assert bad.numel() == 0, (f"{name} cache {i}, replay {step} (n={real}, padding "
+                                      f"{padding}): {bad.shape[0]} bytes differ, first at byte "
+                                      f"{bad[0].item()}")
+
+
+def test_direct_and_bound_paths_match_op_path(env):
+    torch, cst, dev = env
+    k = torch.randn(40, 128, device=dev).bfloat16()
+    slots = torch.randperm(CAPACITY, device=dev)[:40]
+    a, b, d = (poison(torch, dev, PAGES, P * 68) for _ in range(3))
+    cst.store_index_k_fp4(k, slots, a, ties="toward_zero")
+    cst.direct.store_index_k_fp4(k, slots, b, ties="toward_zero")
+    bound = cst.bind("store_index_k_fp4", k, slots, d, ties="toward_zero")
+    bound()
+    expected = poison(torch, dev, PAGES, P * 68)
+    ref.ref_index_k_fp4(expected, P, k, slots, False)
+    assert torch.equal(a, expected) and torch.equal(b, expected) and torch.equal(d, expected)
+    k.copy_(torch.randn(40, 128, device=dev).bfloat16())  # new values in the bound buffers
+    bound()
+    ref.ref_index_k_fp4(expected, P, k, slots, False)
+    assert torch.equal(d, expected)
+
+
+def test_torch_compile_fullgraph(env):
+    torch, cst, dev = env
+    v4_page = (584 * P + 575) // 576 * 576
+
+    def decode_step(hidden, slots, n, kv_cache, index_cache, key_cache, value_cache):
+        nope = hidden[:, :448] * 2.0
+        rope = hidden[:, 448:512]
+        cst.fused_store_cache(nope, rope, slots, kv_cache, index_k=hidden[:, 512:640],
+                              index_cache=index_cache, num_tokens_non_padded=n)
+        kv = hidden[:, :1024].view(-1, 8, 128)
+        cst.store_paged_kv(kv[:, :4], kv[:, 4:], slots, key_cache, value_cache,
+                           num_tokens_non_padded=n)
+        return hidden.float().sum()
+
+    compiled = torch.compile(decode_step, fullgraph=True)
+    hidden = torch.randn(B, 1024, device=dev).bfloat16()
+    slots = torch.randperm(CAPACITY, device=dev)[:B]
+    slots[20:] = -1
+    n = torch.tensor([24], dtype=torch.int32, device=dev)
+
+    def caches():
+        return [poison(torch, dev, PAGES, v4_page), poison(torch, dev, PAGES, P * 132),
+                torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev),
+                torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev)]
+
+    eager, traced = caches(), caches()
+    s_eager = decode_step(hidden, slots, n, *eager)
+    s_traced = compiled(hidden, slots, n, *traced)
+    torch.cuda.synchronize()
+    assert torch.allclose(s_eager, s_traced)  # a reduction: the compiled order may differ
+    for a, b in zip(eager, traced):
+        assert torch.equal(a, b)
+    assert not torch.equal(traced[0], poison(torch, dev, PAGES, v4_page))  # it did store
+
+
+def test_opcheck(env):
+    torch, cst, dev = env
+    k = torch.randn(8, 128, device=dev).bfloat16()
+    slots = torch.randperm(CAPACITY, device=dev)[:8]
+    n = torch.tensor([6], dtype=torch.int32, device=dev)
+    diag = torch.zeros(2, dtype=torch.int64, device=dev)
+    nope, rope = torch.randn(8, 448, device=dev).bfloat16(), torch.randn(8, 64, device=dev).bfloat16()
+    v41_page = (528 * P + 511) // 512 * 512
+    kk = torch.randn(8, 4, 128, device=dev).bfloat16()
+    samples = [
+        (cst.ops.store_index_k_bf16,
+         (k, slots, torch.zeros(CAPACITY, 128, dtype=torch.bfloat16, device=dev), n, diag, -1, False)),
+        (cst.ops.store_index_k_quantized,
+         (True, k, slots, poison(torch, dev, PAGES, P * 68), P, 1, n, None, -1, 0, 1, False)),
+        (cst.ops.fused_store_cache,
+         (nope, rope, slots, poison(torch, dev, PAGES, v41_page), 2, P, 1, k, slots,
+          poison(torch, dev, PAGES, P * 68), 1, P, 0, n, diag, -1, -1, 0, 1, False)),
+        (cst.ops.store_paged_kv,
+         (kk, kk, slots, torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev),
+          torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev), "nhd", 0, None, None,
+          n, diag, -1, 0, 1, False)),
+    ]
+    for op, args in samples:
+        torch.library.opcheck(op, args)
+
+
+def test_shares_streams_pointers_and_graphs_with_torch(env):
+    torch, cst, dev = env
+    import cachestore
+    assert cachestore.query_device(dev.index or 0)[0] in ("hopper", "blackwell", "portable")
+    side = torch.cuda.Stream()
+    k = torch.empty(64, 128, device=dev, dtype=torch.bfloat16)
+    slots = torch.empty(64, dtype=torch.int64, device=dev)
+    cache = torch.zeros(CAPACITY, 128, dtype=torch.bfloat16, device=dev)
+    with torch.cuda.stream(side):
+        # torch writes the inputs, cachestore stores them, torch reads the cache: all queued on
+        # one non-default stream, no synchronization between them.
+        k.copy_(torch.arange(64 * 128, device=dev).view(64, 128).bfloat16())
+        slots.copy_(torch.randperm(CAPACITY, device=dev)[:64])
+        cst.store_index_k_bf16(k, slots, cache)
+        gathered = cache[slots].clone()
+    side.synchronize()
+    assert torch.equal(gathered, k)
+    # A graph mixing torch kernels and the store, replayed on the side stream.
+    g = torch.cuda.CUDAGraph()
+    n = torch.tensor([64], dtype=torch.int32, device=dev)
+    with torch.cuda.graph(g, stream=side):
+        k.mul_(2)
+        cst.store_index_k_bf16(k, slots, cache, num_tokens_non_padded=n)
+        out = cache[slots] + 0
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, k)
+
+
+def test_refused_call_writes_nothing(env):
+    torch, cst, dev = env
+    import cachestore
+    k = torch.randn(8, 128, device=dev).bfloat16()
+    slots = torch.randperm(CAPACITY, device=dev)[:8]
+    # Page strides (stride(0)) the layouts cannot use: the library refuses, nothing is written.
+    big = poison(torch, dev, PAGES, P * 132 + 2)
+    view = big[:, : P * 132]
+    before = big.clone()
+    with pytest.raises(cachestore.CachestoreError, match="page_stride_bytes"):
+        cst.store_index_k_fp8(k, slots, view, page_size=P)  # 2114 bytes: the fp8 layout needs a multiple of 4
+    with pytest.raises(cachestore.CachestoreError, match="kv_cache.page_stride_bytes"):
+        cst.fused_store_cache(torch.randn(8, 448, device=dev).bfloat16(),
+                              torch.randn(8, 64, device=dev).bfloat16(), slots,
+                              poison(torch, dev, PAGES, 37440 + 8)[:, :37440], page_size=64)
+    torch.cuda.synchronize()
+    assert torch.equal(big, before)
