@@ -5,8 +5,8 @@
 Every store writes row i only if i < n (a device count read at run time), slot >= 0,
 slot != reserved slot and slot < capacity; see the project README.
 """
-from . import _capi as capi
-from ._capi import CachestoreCudaError, CachestoreError, library_path, query_device
+from . import capi
+from .capi import CachestoreCudaError, CachestoreError, library_path, query_device
 
 __version__ = "0.3.0"
 

@@ -18,7 +18,7 @@ from typing import Optional
 
 import torch
 
-from . import _capi as c
+from . import capi as c
 
 Tensor = torch.Tensor
 

@@ -106,9 +106,21 @@ class CachestoreCudaError(RuntimeError):
 
 
 def library_path():
-    """libcachestore.so: $CACHESTORE_LIBRARY if set, else the one installed in this package."""
-    return os.environ.get("CACHESTORE_LIBRARY") or os.path.join(os.path.dirname(__file__),
-                                                                "libcachestore.so")
+    """libcachestore.so: $CACHESTORE_LIBRARY if set, else the one installed with this package
+    (next to this file; for an editable install, where the distribution recorded it)."""
+    if os.environ.get("CACHESTORE_LIBRARY"):
+        return os.environ["CACHESTORE_LIBRARY"]
+    here = os.path.join(os.path.dirname(__file__), "libcachestore.so")
+    if os.path.isfile(here):
+        return here
+    try:
+        from importlib import metadata
+        for f in metadata.files("cachestore") or []:
+            if f.name == "libcachestore.so":
+                return str(f.locate())
+    except metadata.PackageNotFoundError:
+        pass
+    return here
 
 
 def _load():
