@@ -280,7 +280,9 @@ _LIB = "cachestore"
 
 
 def _op(name, mutates, fn):
-    op = torch.library.custom_op(f"{_LIB}::{name}", fn, mutates_args=mutates)
+    # CUDA only: a direct call of torch.ops.cachestore.* with CPU tensors is refused by the
+    # dispatcher instead of passing host pointers to a kernel.
+    op = torch.library.custom_op(f"{_LIB}::{name}", fn, mutates_args=mutates, device_types="cuda")
 
     @op.register_fake
     def _fake(*args, **kwargs):

@@ -263,6 +263,10 @@ def test_opcheck(env):
     ]
     for op, args in samples:
         torch.library.opcheck(op, args)
+    # The ops are CUDA-only: CPU tensors reach no kernel.
+    with pytest.raises((NotImplementedError, RuntimeError), match="CPU"):
+        cst.ops.store_index_k_bf16(k.cpu(), slots.cpu(), torch.zeros(CAPACITY, 128, dtype=torch.bfloat16),
+                                   None, None, -1, False)
 
 
 def test_shares_streams_pointers_and_graphs_with_torch(env):
