@@ -64,12 +64,12 @@ cs::SlotMapping slots_of(const cachestore_slots_t& s) {
           s.owner_size == 0 ? 1 : s.owner_size};
 }
 
-cs::IndexKFp8Cache index_cache_of(const cachestore_index_k_fp8_cache_t& c) {
+cs::IndexKFp8Cache cache_of(const cachestore_index_k_fp8_cache_t& c) {
   return {c.data, c.num_pages, c.page_size, c.page_stride_bytes, c.head_dim,
           static_cast<cs::ScaleRule>(c.scale_rule)};
 }
 
-cs::IndexKFp4Cache index_fp4_cache_of(const cachestore_index_k_fp4_cache_t& c) {
+cs::IndexKFp4Cache cache_of(const cachestore_index_k_fp4_cache_t& c) {
   return {c.data, c.num_pages, c.page_size, c.page_stride_bytes, c.head_dim,
           static_cast<cs::Fp4Ties>(c.ties)};
 }
@@ -80,6 +80,21 @@ cs::IndexKFp4Cache index_fp4_cache_of(const cachestore_index_k_fp4_cache_t& c) {
     const cs::Status read_status_ = read_params(params, "params", &local);           \
     if (read_status_ != cs::Status::kSuccess) return to_c(read_status_);             \
   } while (0)
+
+// The paged index-K entry points (fp8 and fp4): the same fields, each with its own cache struct.
+template <typename Params, typename CParams>
+cachestore_status_t store_index_k_paged(const CParams* params, void* stream,
+                                        cs::Status (*store)(const Params&, cudaStream_t)) {
+  CACHESTORE_READ_PARAMS(CParams, params, c);
+  Params p;
+  p.batch = batch_of(c);
+  p.slots = slots_of(c.slots);
+  p.k = c.k;
+  p.k_row_stride = c.k_row_stride;
+  p.cache = cache_of(c.cache);
+  p.launch.enable_pdl = c.enable_pdl != 0;
+  return to_c(store(p, static_cast<cudaStream_t>(stream)));
+}
 
 }  // namespace
 
@@ -188,28 +203,12 @@ cachestore_status_t cachestore_store_index_k_bf16_v2(const cachestore_index_k_bf
 
 cachestore_status_t cachestore_store_index_k_fp8_v2(const cachestore_index_k_fp8_params_t* params,
                                                     void* stream) {
-  CACHESTORE_READ_PARAMS(cachestore_index_k_fp8_params_t, params, c);
-  cs::IndexKFp8Params p;
-  p.batch = batch_of(c);
-  p.slots = slots_of(c.slots);
-  p.k = c.k;
-  p.k_row_stride = c.k_row_stride;
-  p.cache = index_cache_of(c.cache);
-  p.launch.enable_pdl = c.enable_pdl != 0;
-  return to_c(cs::store_index_k_fp8(p, static_cast<cudaStream_t>(stream)));
+  return store_index_k_paged<cs::IndexKFp8Params>(params, stream, cs::store_index_k_fp8);
 }
 
 cachestore_status_t cachestore_store_index_k_fp4(const cachestore_index_k_fp4_params_t* params,
                                                  void* stream) {
-  CACHESTORE_READ_PARAMS(cachestore_index_k_fp4_params_t, params, c);
-  cs::IndexKFp4Params p;
-  p.batch = batch_of(c);
-  p.slots = slots_of(c.slots);
-  p.k = c.k;
-  p.k_row_stride = c.k_row_stride;
-  p.cache = index_fp4_cache_of(c.cache);
-  p.launch.enable_pdl = c.enable_pdl != 0;
-  return to_c(cs::store_index_k_fp4(p, static_cast<cudaStream_t>(stream)));
+  return store_index_k_paged<cs::IndexKFp4Params>(params, stream, cs::store_index_k_fp4);
 }
 
 cachestore_status_t cachestore_fused_store_cache_v2(const cachestore_fused_store_params_t* params,
@@ -229,8 +228,8 @@ cachestore_status_t cachestore_fused_store_cache_v2(const cachestore_fused_store
     p.index_k_row_stride = c.index_k_row_stride;
     p.index_slots = slots_of(c.index_slots);
     p.index_format = static_cast<cs::IndexKFormat>(c.index_format);
-    p.index_cache = index_cache_of(c.index_cache);
-    p.index_fp4_cache = index_fp4_cache_of(c.index_fp4_cache);
+    p.index_cache = cache_of(c.index_cache);
+    p.index_fp4_cache = cache_of(c.index_fp4_cache);
   }
   p.launch.enable_pdl = c.enable_pdl != 0;
   return to_c(cs::fused_store_cache(p, static_cast<cudaStream_t>(stream)));

@@ -143,16 +143,6 @@ Status check_index_k_fp4_cache(const IndexKFp4Cache& cache, const char* name) {
                            /*stride_alignment=*/4, name);
 }
 
-int64_t mla_min_page_stride(MlaLayout kind, int64_t page_size) {
-  switch (kind) {
-    case MlaLayout::kV4: return layout::v4_min_page_stride(page_size);
-    case MlaLayout::kV32: return layout::v32_min_page_stride(page_size);
-    case MlaLayout::kV41: return layout::split_min_page_stride(layout::kV41Rows, page_size);
-    case MlaLayout::kV41Fp4: return layout::split_min_page_stride(layout::kV41Fp4Rows, page_size);
-  }
-  return 0;
-}
-
 Status check_mla_cache(const MlaCache& cache, const char* name) {
   if (cache.layout != MlaLayout::kV4 && cache.layout != MlaLayout::kV32 &&
       cache.layout != MlaLayout::kV41 && cache.layout != MlaLayout::kV41Fp4)

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cachestore/layout.h"
+#include "detail/validate.h"
 #include "gpu_support.cuh"
 #include "reference/reference.h"
 
@@ -76,15 +77,6 @@ inline MlaLayout mla_layout_of(StoreKind k) {
     default: return MlaLayout::kV4;
   }
 }
-inline int64_t mla_min_page_stride(MlaLayout l, int64_t page_size) {
-  switch (l) {
-    case MlaLayout::kV4: return layout::v4_min_page_stride(page_size);
-    case MlaLayout::kV32: return layout::v32_min_page_stride(page_size);
-    case MlaLayout::kV41: return layout::split_min_page_stride(layout::kV41Rows, page_size);
-    case MlaLayout::kV41Fp4: return layout::split_min_page_stride(layout::kV41Fp4Rows, page_size);
-  }
-  return 0;
-}
 
 struct CaseShape {
   int64_t num_tokens = 64;
@@ -126,7 +118,7 @@ class StoreCase {
       rope_stride_ = layout::kRopeDim + pad;
       nope_ = &sc_.input(std::vector<uint8_t>(2 * b * nope_stride_));
       rope_ = &sc_.input(std::vector<uint8_t>(2 * b * rope_stride_));
-      kv_stride_ = mla_min_page_stride(mla, p) + page_pad;
+      kv_stride_ = detail::mla_min_page_stride(mla, p) + page_pad;
       cache_ = &sc_.output(pages * kv_stride_, kPoison, "MLA cache");
       if (has_fused_index(kind)) {
         k_stride_ = shape.head_dim + pad;

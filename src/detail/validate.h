@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cachestore/cachestore.h"
+#include "cachestore/layout.h"
 
 namespace cachestore::detail {
 
@@ -29,7 +30,15 @@ Status check_index_k_fp8_cache(const IndexKFp8Cache& cache, const char* name);
 Status check_index_k_fp4_cache(const IndexKFp4Cache& cache, const char* name);
 Status check_mla_cache(const MlaCache& cache, const char* name);
 // The smallest page stride of an MLA layout (layout.h), 0 for an unknown layout.
-int64_t mla_min_page_stride(MlaLayout kind, int64_t page_size);
+inline int64_t mla_min_page_stride(MlaLayout kind, int64_t page_size) {
+  switch (kind) {
+    case MlaLayout::kV4: return layout::v4_min_page_stride(page_size);
+    case MlaLayout::kV32: return layout::v32_min_page_stride(page_size);
+    case MlaLayout::kV41: return layout::split_min_page_stride(layout::kV41Rows, page_size);
+    case MlaLayout::kV41Fp4: return layout::split_min_page_stride(layout::kV41Fp4Rows, page_size);
+  }
+  return 0;
+}
 
 // log2 of a page size already checked to be a power of two.
 int32_t log2_exact(int64_t power_of_two);
