@@ -102,13 +102,13 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
 
   const MlaCache& c = p.kv_cache;
   const kernels::MlaArgs kv{detail::slot_args(p.kv_slots, c.num_pages * c.page_size),
+                            {static_cast<uint8_t*>(c.data), c.page_stride_bytes,
+                             detail::log2_exact(c.page_size)},
+                            c.scale_rule,
                             static_cast<const uint16_t*>(p.nope),
                             p.nope_row_stride,
                             static_cast<const uint16_t*>(p.rope),
-                            p.rope_row_stride,
-                            {static_cast<uint8_t*>(c.data), c.page_stride_bytes,
-                             detail::log2_exact(c.page_size)},
-                            c.scale_rule};
+                            p.rope_row_stride};
   return detail::with_values_per_lane(p.batch.num_tokens, [&](auto values) {
     constexpr int kN = decltype(values)::value;
     kernels::IndexKArgs index{};

@@ -115,8 +115,8 @@ kernels::IndexKArgs index_k_args(const SlotMapping& slots, const void* k, int64_
       {static_cast<uint8_t*>(cache.data), cache.page_stride_bytes, log2_exact(cache.page_size)},
       cache.head_dim,
       index_k_lanes_log2(cache.head_dim, values_per_lane),
-      ScaleRule::kAmax,
-      Fp4Ties::kToEven};
+      Fp4Ties::kToEven,
+      ScaleRule::kAmax};
   if constexpr (std::is_same_v<Cache, IndexKFp8Cache>) {
     args.rule = cache.scale_rule;
   } else {

@@ -64,8 +64,13 @@ Status store_index_k_paged(const Params& p, Status (*check_cache)(const Cache&, 
 }  // namespace
 
 Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
-  return store_index_k_paged(p, detail::check_index_k_fp8_cache, [](auto slot, auto values) {
-    return kernels::index_k_fp8_kernel<decltype(slot), decltype(values)::value>;
+  // One instantiation per scale rule: no run-time branch on the chain after the loads.
+  return store_index_k_paged(p, detail::check_index_k_fp8_cache, [&p](auto slot, auto values) {
+    using SlotT = decltype(slot);
+    constexpr int kN = decltype(values)::value;
+    return p.cache.scale_rule == ScaleRule::kPow2
+               ? kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kPow2>
+               : kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kAmax>;
   }, stream);
 }
 

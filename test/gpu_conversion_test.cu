@@ -45,7 +45,10 @@ struct Mismatches {
 //    emulation of that instruction, so the reference and the native path agree too.
 //  - the V41 scale byte from amax's bits (detail::v41_scale_byte) against DESIGN.md's formula,
 //    for every non-negative amax.
-enum class Conversion { kE4m3, kUe8m0, kE2m1Even, kE2m1TowardZero, kE2m1CudaFp4, kV41Scale };
+//  - the kernels' UE8M0 round-up of a scale (kernels::ue8m0_round_up: from the bits on sm_90),
+//    over its domain [FLT_MIN, +Inf]: each pattern x is mapped to max(|x|, FLT_MIN).
+enum class Conversion { kE4m3, kUe8m0, kE2m1Even, kE2m1TowardZero, kE2m1CudaFp4, kV41Scale,
+                        kUe8m0Scale };
 const char* conversion_name(Conversion c) {
   switch (c) {
     case Conversion::kE4m3: return "E4m3";
@@ -54,10 +57,18 @@ const char* conversion_name(Conversion c) {
     case Conversion::kE2m1TowardZero: return "E2m1TiesTowardZero";
     case Conversion::kE2m1CudaFp4: return "E2m1CudaFp4Header";
     case Conversion::kV41Scale: return "V41ScaleByte";
+    case Conversion::kUe8m0Scale: return "Ue8m0OfScale";
   }
   return "?";
 }
 void PrintTo(Conversion c, std::ostream* os) { *os << conversion_name(c); }
+
+// Any pattern mapped into the domain of a scale, [FLT_MIN, +Inf]: max(|x|, FLT_MIN), NaN to
+// FLT_MIN (spelled out: the host compiler's fmaxf need not ignore a NaN).
+__host__ __device__ inline float scale_domain(float x) {
+  const float a = fabsf(x);
+  return a != a || a < FLT_MIN ? FLT_MIN : a;
+}
 
 __device__ __forceinline__ uint8_t device_conversion(Conversion which, float x) {
   switch (which) {
@@ -70,6 +81,7 @@ __device__ __forceinline__ uint8_t device_conversion(Conversion which, float x) 
     case Conversion::kE2m1CudaFp4:
       return __nv_cvt_float2_to_fp4x2(make_float2(x, 0.0f), __NV_E2M1, cudaRoundNearest) & 0xf;
     case Conversion::kV41Scale: return isnan(x) ? 0 : detail::v41_scale_byte(fabsf(x));
+    case Conversion::kUe8m0Scale: return kernels::ue8m0_round_up(scale_domain(x));
   }
   return 0;
 }
@@ -82,6 +94,7 @@ __host__ __device__ inline uint8_t reference_conversion(Conversion which, float 
     case Conversion::kE2m1CudaFp4: return reference::e2m1_from_float(x, true);
     case Conversion::kE2m1TowardZero: return reference::e2m1_from_float(x, false);
     case Conversion::kV41Scale: return x != x ? 0 : reference::v41_scale_byte_formula(fabsf(x));
+    case Conversion::kUe8m0Scale: return reference::ue8m0_from_float_rp_satfinite(scale_domain(x));
   }
   return 0;
 }
@@ -110,7 +123,8 @@ class ConversionTest : public GpuTest, public ::testing::WithParamInterface<Conv
 INSTANTIATE_TEST_SUITE_P(Formats, ConversionTest,
                          ::testing::Values(Conversion::kE4m3, Conversion::kUe8m0,
                                            Conversion::kE2m1Even, Conversion::kE2m1TowardZero,
-                                           Conversion::kE2m1CudaFp4, Conversion::kV41Scale),
+                                           Conversion::kE2m1CudaFp4, Conversion::kV41Scale,
+                                           Conversion::kUe8m0Scale),
                          [](const auto& info) { return conversion_name(info.param); });
 
 TEST_P(ConversionTest, EveryFloatMatchesReference) {
@@ -175,9 +189,9 @@ __global__ void quotient_kernel(uint32_t amax_stride, Mismatches* out) {
     for (int rule = 0; rule < 2; ++rule) {
       const float s = scales[rule];
       // What fp8_divided computes for each rule's scales (ScaleSource).
-      const float fast = rule == 0 ? kernels::markstein_quotient<false>(x, s, __frcp_rn(s))
+      const float fast = rule == 0 ? kernels::markstein_quotient<false>(x, s, kernels::reciprocal_rn(s))
                        : kernels::markstein_applies(s)
-                           ? kernels::markstein_quotient<false>(x, s, __frcp_rn(s))
+                           ? kernels::markstein_quotient<false>(x, s, kernels::reciprocal_rn(s))
                            : __fdiv_rn(x, s);
       const float ieee = __fdiv_rn(x, s);
       const auto e4m3 = [](float q) {
@@ -206,6 +220,52 @@ TEST_F(GpuTest, BranchFreeQuotientMatchesIeeeDivisionOnEveryScalePair) {
                          << m.first_inputs([](char* buf, size_t n, uint32_t v) {
                               std::snprintf(buf, n, " a=%04x,x=%04x", v >> 16, v & 0xffff);
                             });
+}
+
+// The kernels' branch-free reciprocal (kernels::reciprocal_rn) against rcp.rn.f32 for every s of
+// its domain, [FLT_MIN, 2^126) and +Inf, and the scale formulas as compiled for the device
+// (division by 448 and 6 without a division instruction: detail::quotient_by_constant) against
+// the same formulas written with IEEE division, for every non-negative fp32 amax (+Inf included).
+__global__ void scale_arithmetic_kernel(uint32_t stride, Mismatches* reciprocal,
+                                        Mismatches* formulas) {
+  const uint32_t count = 0x7f800000u / stride + 1;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+    const uint32_t bits = i * stride;
+    const float a = __uint_as_float(bits);
+    if (a >= FLT_MIN && (a < 0x1p126f || a == INFINITY) &&
+        __float_as_uint(kernels::reciprocal_rn(a)) != __float_as_uint(__frcp_rn(a))) {
+      const unsigned long long k = atomicAdd(&reciprocal->count, 1ull);
+      if (k < 16) reciprocal->first[k] = bits;
+    }
+    const float by448 = __fdiv_rn(a, 448.0f), by6 = __fdiv_rn(a, 6.0f);
+    const uint32_t u = __float_as_uint(fmaxf(by6, 1e-4f));
+    const uint32_t e = (u >> 23) + ((u & 0x7fffffu) != 0 ? 1u : 0u);
+    const bool same =
+        detail::index_k_scale_base(a) == __fdiv_rn(fmaxf(a, 1e-4f), 448.0f) &&
+        detail::v32_pow2_scale_base(a) == fmaxf(by448, 1e-4f) &&
+        detail::v32_amax_scale(a) == fmaxf(by448, FLT_MIN) &&
+        detail::v41_fp4_scale_input(a) == fminf(fmaxf(by6, 0x1p-9f), 448.0f) &&
+        detail::index_k_fp4_scale_byte(a) == (e < 1u ? 1u : e > 254u ? 254u : e);
+    if (!same) {
+      const unsigned long long k = atomicAdd(&formulas->count, 1ull);
+      if (k < 16) formulas->first[k] = bits;
+    }
+  }
+}
+
+TEST_F(GpuTest, ReciprocalAndScaleFormulasMatchIeeeForEveryInput) {
+  const uint32_t stride = sanitizer_run() ? 4099 : 1;
+  thrust::device_vector<Mismatches> result(2, Mismatches{});
+  scale_arithmetic_kernel<<<4096, 256>>>(stride, thrust::raw_pointer_cast(result.data()),
+                                         thrust::raw_pointer_cast(result.data()) + 1);
+  CUDA_ASSERT(cudaGetLastError());
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const auto hex = [](char* buf, size_t n, uint32_t v) { std::snprintf(buf, n, " %08x", v); };
+  const Mismatches reciprocal = result[0], formulas = result[1];
+  EXPECT_EQ(reciprocal.count, 0u) << "reciprocal_rn differs from rcp.rn at:"
+                                  << reciprocal.first_inputs(hex);
+  EXPECT_EQ(formulas.count, 0u) << "a scale formula differs from IEEE division at amax:"
+                                << formulas.first_inputs(hex);
 }
 
 // The fp4 stores' encoder (Bf16Vals::to_e2m1: bf16 thresholds, or per value for NaN / Inf

@@ -301,6 +301,28 @@ TEST(V41ScaleRules, HandWorkedVectors) {
   EXPECT_EQ(detail::index_k_fp4_scale_byte(INFINITY), 254);
 }
 
+// The kernels' division by the formulas' constants (detail::quotient_by_constant: a product and
+// a Markstein correction, host-compiled here) equals IEEE division for every dividend the
+// formulas give it: every non-negative bf16 value (the amax), the floor 1e-4 and +Inf, wherever
+// the quotient is 0 or normal (a subnormal quotient may differ; every formula clamps those to
+// FLT_MIN or more). The GPU test checks the device build of the formulas themselves over every
+// fp32 amax.
+TEST(ScaleRules, QuotientByConstantMatchesDivisionForEveryBf16) {
+  for (const float d : {detail::kE4m3Max, detail::kE2m1Max}) {
+    int mismatches = 0;
+    std::vector<float> dividends = {detail::kAmaxFloor, INFINITY};
+    for (uint32_t b = 0; b <= 0x7f80u; ++b)
+      dividends.push_back(detail::bf16_bits_to_float(static_cast<uint16_t>(b)));
+    for (const float x : dividends) {
+      if (x / d != 0.0f && x / d < FLT_MIN) continue;
+      const float got = detail::quotient_by_constant(x, d, 1.0f / d);
+      if (detail::float_bits(got) != detail::float_bits(x / d) && mismatches++ < 8)
+        ADD_FAILURE() << "x = " << x << " / " << d << ": " << got << ", IEEE " << x / d;
+    }
+    EXPECT_EQ(mismatches, 0) << "divisor " << d;
+  }
+}
+
 // vLLM's reshape_and_cache_flash (NHD [blocks, 16, 8, 128]) and concat_and_cache_mla records,
 // from the paged K/V reference: K = columns 0..1023 of row i, V = those of row 255 - i.
 TEST(Golden, PagedKvReferenceReproducesVllmRecords) {

@@ -29,23 +29,49 @@ CACHESTORE_HOST_DEVICE inline float bf16_bits_to_float(uint16_t bits) {
 // |x| folded into a running amax; fmaxf ignores NaN, so NaN never becomes the amax.
 CACHESTORE_HOST_DEVICE inline float amax_fold(float amax, float x) { return fmaxf(amax, fabsf(x)); }
 
-// 2^(byte - 127) as fp32: byte 0 is the subnormal 2^-127, 255 is NaN.
+// 2^(byte - 127) as fp32: byte 0 is the subnormal 2^-127, 255 is NaN. Selects, not branches:
+// the kernels compute it on the chain after the loads.
 CACHESTORE_HOST_DEVICE inline float ue8m0_to_float(uint8_t byte) {
-  if (byte == 0) return bits_to_float(0x00400000u);
-  if (byte == 255) return bits_to_float(0x7fc00000u);
-  return bits_to_float(static_cast<uint32_t>(byte) << 23);
+  const uint32_t bits = static_cast<uint32_t>(byte) << 23;
+  return bits_to_float(byte == 0 ? 0x00400000u : byte == 255 ? 0x7fc00000u : bits);
 }
 
 // 2^(127 - byte), the exact reciprocal of ue8m0_to_float for byte in [0, 254].
 CACHESTORE_HOST_DEVICE inline float ue8m0_reciprocal(uint8_t byte) {
-  if (byte == 254) return bits_to_float(0x00400000u);
-  if (byte == 255) return bits_to_float(0x7fc00000u);
-  return bits_to_float(static_cast<uint32_t>(254 - byte) << 23);
+  const uint32_t bits = static_cast<uint32_t>(254 - byte) << 23;
+  return bits_to_float(byte == 254 ? 0x00400000u : byte == 255 ? 0x7fc00000u : bits);
+}
+
+// x / d correctly rounded for a positive constant d with r = RN(1 / d), by one product and a
+// Markstein correction (two fma). The device's IEEE division checks its operands' ranges and
+// branches to a slow path (FCHK, BSSY, CALL): on the chain after the loads that is the latency
+// of a decode-size store. Valid where the scale formulas use it: x >= 0 with x / d normal or
+// x = 0 (smaller quotients are clamped by every formula), and x = +Inf (whose residual would be
+// NaN). Checked against IEEE division for every such fp32 x and both constants on the host
+// (host_reference_test) and as compiled for the device (gpu_conversion_test).
+CACHESTORE_HOST_DEVICE inline float quotient_by_constant(float x, float d, float r) {
+#if defined(__CUDA_ARCH__)
+  const float q = __fmul_rn(x, r);  // never contracted into the fma below
+#else
+  const float q = x * r;
+#endif
+  const float corrected = fmaf(fmaf(-q, d, x), r, q);
+  return x == INFINITY ? x : corrected;
+}
+
+// x / d for the formulas' constants d (448, 6): IEEE division on the host (the references),
+// quotient_by_constant on the device (the same value; 1 / d folds at compile time).
+CACHESTORE_HOST_DEVICE inline float divide_by_constant(float x, float d) {
+#if defined(__CUDA_ARCH__)
+  return quotient_by_constant(x, d, 1.0f / d);
+#else
+  return x / d;
+#endif
 }
 
 // index-K: s = max(amax, 1e-4) / 448; the pow2 rule rounds this value up to a power of two.
 CACHESTORE_HOST_DEVICE inline float index_k_scale_base(float amax) {
-  return fmaxf(amax, kAmaxFloor) / kE4m3Max;
+  return divide_by_constant(fmaxf(amax, kAmaxFloor), kE4m3Max);
 }
 
 // MLA V4: e = ceil(log2(max(amax, 1e-4) / 448)); the scale byte is the UE8M0 round-up of this.
@@ -53,12 +79,12 @@ CACHESTORE_HOST_DEVICE inline float v4_scale_base(float amax) { return index_k_s
 
 // MLA V3.2 pow2 (FlashMLA): 2^ceil(log2(max(amax / 448, 1e-4))): the round-up of this value.
 CACHESTORE_HOST_DEVICE inline float v32_pow2_scale_base(float amax) {
-  return fmaxf(amax / kE4m3Max, kAmaxFloor);
+  return fmaxf(divide_by_constant(amax, kE4m3Max), kAmaxFloor);
 }
 
 // MLA V3.2 amax (vLLM): max(amax / 448, FLT_MIN); an all-zero tile never yields NaN.
 CACHESTORE_HOST_DEVICE inline float v32_amax_scale(float amax) {
-  return fmaxf(amax / kE4m3Max, FLT_MIN);
+  return fmaxf(divide_by_constant(amax, kE4m3Max), FLT_MIN);
 }
 
 
@@ -83,7 +109,7 @@ CACHESTORE_HOST_DEVICE inline uint8_t v41_scale_byte(float amax) {
 // clamp(amax / 6, 2^-9, 448) (e4m3's smallest subnormal and largest finite value).
 inline constexpr float kE2m1Max = 6.0f;
 CACHESTORE_HOST_DEVICE inline float v41_fp4_scale_input(float amax) {
-  return fminf(fmaxf(amax / kE2m1Max, 0x1p-9f), kE4m3Max);
+  return fminf(fmaxf(divide_by_constant(amax, kE2m1Max), 0x1p-9f), kE4m3Max);
 }
 
 // A non-negative e4m3 byte (a scale) decoded to fp32, exactly.
@@ -96,7 +122,7 @@ CACHESTORE_HOST_DEVICE inline float e4m3_scale_to_float(uint8_t byte) {
 // fp4 indexer (per 32 values): sf = max(amax / 6, 1e-4), scale byte its UE8M0 round-up
 // clamp(exp_field(sf) + (mantissa(sf) != 0), 1, 254).
 CACHESTORE_HOST_DEVICE inline uint8_t index_k_fp4_scale_byte(float amax) {
-  const uint32_t u = float_bits(fmaxf(amax / kE2m1Max, kAmaxFloor));
+  const uint32_t u = float_bits(fmaxf(divide_by_constant(amax, kE2m1Max), kAmaxFloor));
   const uint32_t e = (u >> 23) + ((u & 0x7fffffu) != 0 ? 1u : 0u);
   return static_cast<uint8_t>(e < 1u ? 1u : e > 254u ? 254u : e);
 }

@@ -60,6 +60,12 @@ struct IndexKBf16Args {
   int32_t vecs_per_row;         // D / 8 (16-byte vectors)
 };
 
+// Field order (IndexKArgs, MlaArgs): the kernel parameters sit in the constant bank from 0x210,
+// and the first read of each 64-byte line of it misses the constant cache. Fields read after the
+// loads (the cache's page shift, the rule, the fp4 ties) are therefore kept in lines that the
+// kernel already reads before its loads (the input pointers and strides, the block's row count),
+// so that no miss lands on the chain between the loads and the stores (NOTES.md, version 13).
+
 // The fp8 (132-byte) and fp4 (68-byte) index-K layouts: which one is the kernel's template.
 struct IndexKArgs {
   SlotArgs slots;
@@ -68,18 +74,19 @@ struct IndexKArgs {
   PagedCacheArgs cache;
   int32_t head_dim;             // D: fp8 a multiple of 128, fp4 of 32; <= 512
   int32_t lanes_log2;           // log2 of the lanes per token: next_pow2(D / values per lane)
-  ScaleRule rule;               // fp8
   Fp4Ties ties;                 // fp4
+  ScaleRule rule;               // fp8 (the fused kernel's run-time choice; the index-K kernels'
+                                // template)
 };
 
 struct MlaArgs {
   SlotArgs slots;
+  PagedCacheArgs cache;         // the layout is the kernel's template parameter
+  ScaleRule rule;               // V3.2 only
   const uint16_t* nope;         // [num_tokens, 448 | 512] bf16
   int64_t nope_row_stride;
   const uint16_t* rope;         // [num_tokens, 64] bf16
   int64_t rope_row_stride;
-  PagedCacheArgs cache;         // the layout is the kernel's template parameter
-  ScaleRule rule;               // V3.2 only
 };
 
 // One side (K or V) of store_paged_kv.

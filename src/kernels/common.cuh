@@ -15,6 +15,16 @@
 #include "detail/scale_rules.h"
 #include "kernels/args.h"
 
+// Whether this image has Blackwell's native short-type conversions (cvt.rn.satfinite.e2m1x2.f32,
+// cvt.rp.satfinite.ue8m0x2.f32): the condition under which cuda_fp4.h and cuda_fp8.h emit them
+// (sm_100a/f and the other family-specific targets), so that __nv_cvt_float2_to_fp4x2 and
+// __nv_cvt_float_to_e8m0 below are the instructions and never the headers' emulations.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && __CUDA_ARCH__ >= 1000
+#define CACHESTORE_NATIVE_SHORT_CVT 1
+#else
+#define CACHESTORE_NATIVE_SHORT_CVT 0
+#endif
+
 namespace cachestore::kernels {
 
 // The count, the slots and the inputs may be written by the previous kernel in the stream:
@@ -50,20 +60,23 @@ __device__ __forceinline__ int64_t load_slot(const SlotArgs& slots, int64_t row)
 // another owner's page is skipped, not counted. `leader` is one thread of the row's group: it
 // counts an out-of-range slot, and (when `count_negative`, row 0) a negative n, once per launch.
 // The negative-n check runs here, on the count the row loaded anyway: a separate load at the
-// top of the kernel put a whole memory latency in front of warp 0's loads.
+// top of the kernel put a whole memory latency in front of warp 0's loads. A stored row is never
+// counted (row 0 with n < 0 is not stored), so the counting sits on the path of the rows that
+// are not: a stored row's path is the verdict and one branch.
 __device__ __forceinline__ bool row_is_stored(const GuardArgs& guard, const SlotArgs& slots,
                                               int64_t row, int64_t n, int64_t slot,
                                               int64_t page, bool leader,
                                               bool count_negative = true) {
   const detail::RowVerdict verdict = detail::classify_owned_row(
       row, n, slot, page, slots.reserved, slots.capacity, slots.owner_log2, slots.owner_rank);
+  if (verdict == detail::RowVerdict::kStore) return true;
   if (leader && guard.diagnostics != nullptr) {
     if (verdict == detail::RowVerdict::kOutOfRange)
       atomicAdd(&guard.diagnostics->out_of_range_slots, 1ull);
     if (count_negative && row == 0 && n < 0)
       atomicAdd(&guard.diagnostics->negative_token_counts, 1ull);
   }
-  return verdict == detail::RowVerdict::kStore;
+  return false;
 }
 
 // Where a stored row lands: its global page (the owner filter reads it), the page in this
@@ -82,6 +95,18 @@ struct PagePosition {
     return {slot >> page_shift, slot & ((int64_t{1} << page_shift) - 1), slots};
   }
 };
+
+// Where an MLA row's lane reads its kN values: lanes below `nope_lanes` from the NoPE input,
+// the rest from the RoPE input. Selected operand by operand, so that the address is a few selects
+// rather than two branches that reconverge in front of the load.
+template <int kN>
+__device__ __forceinline__ const uint16_t* nope_or_rope_src(const MlaArgs& a, int64_t row,
+                                                            int lane, int nope_lanes) {
+  const bool is_nope = lane < nope_lanes;
+  const uint16_t* base = is_nope ? a.nope : a.rope;
+  const int64_t stride = is_nope ? a.nope_row_stride : a.rope_row_stride;
+  return base + row * stride + kN * (is_nope ? lane : lane - nope_lanes);
+}
 
 __device__ __forceinline__ uint4 load_vec(const uint16_t* p) {
   return *reinterpret_cast<const uint4*>(p);
@@ -120,6 +145,17 @@ __device__ __forceinline__ float markstein_quotient(float x, float s, float r) {
   // The Inf check only where it can matter: under the MLA launch bounds it costs registers.
   return q == 0.0f || (kMayOverflow && isinf(q)) ? q : corrected;
 }
+// RN(1 / s) for s in [FLT_MIN, 2^126) or s = +Inf (0), without the range check and slow-path
+// call of rcp.rn.f32: its fast path (an approximate reciprocal and one Newton step in fma),
+// which is the whole computation for these s. The amax rules' scales lie there. Checked against
+// __frcp_rn for every such s (gpu_conversion_test).
+__device__ __forceinline__ float reciprocal_rn(float s) {
+  float r0;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(s));
+  const float r = fmaf(r0, fmaf(-s, r0, 1.0f), r0);
+  return s == INFINITY ? 0.0f : r;
+}
+
 // The scalar form for a caller's scale, for the exhaustive tests.
 __device__ __forceinline__ float exact_quotient(float x, float s) {
   return markstein_applies(s) ? markstein_quotient<true>(x, s, __frcp_rn(s)) : __fdiv_rn(x, s);
@@ -154,7 +190,9 @@ template <__nv_fp8_interpretation_t kFormat, ScaleSource kSource, int kN>
 __device__ __forceinline__ Fp8Bytes<kN> fp8_divided(const float (&v)[kN], float s) {
   if (kSource != ScaleSource::kIndexKAmax && !markstein_applies(s))
     return pack_fp8<kFormat>(v, [s](float x) { return __fdiv_rn(x, s); });
-  const float r = __frcp_rn(s);
+  // The amax rules' scales are in reciprocal_rn's range (index-K: [2^-22, 2^120) or +Inf;
+  // V3.2: within [2^-64, 2^64] here); a caller's may be anything.
+  const float r = kSource == ScaleSource::kGiven ? __frcp_rn(s) : reciprocal_rn(s);
   return pack_fp8<kFormat>(v, [s, r](float x) {
     return markstein_quotient<kSource == ScaleSource::kGiven>(x, s, r);
   });
@@ -178,15 +216,6 @@ __device__ __forceinline__ void decode_vec(const uint4& x, float* out) {
 }
 
 // ---- e2m1 (fp4) -------------------------------------------------------------------------------
-// Whether this image has Blackwell's native cvt.rn.satfinite.e2m1x2.f32: the same condition under
-// which cuda_fp4.h emits it (sm_100a/f and the other family-specific targets), so that
-// __nv_cvt_float2_to_fp4x2 below is the instruction and never the header's double-precision
-// emulation.
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && __CUDA_ARCH__ >= 1000
-#define CACHESTORE_NATIVE_E2M1 1
-#else
-#define CACHESTORE_NATIVE_E2M1 0
-#endif
 
 // The e2m1 code of y (round to nearest; |y| > 6 gives 6; NaN gives +6, 0x7; the sign kept on a
 // zero magnitude, 0x8), as the PTX ISA defines cvt.rn.satfinite.e2m1x2.f32 for ties to even.
@@ -207,7 +236,7 @@ __host__ __device__ __forceinline__ uint32_t e2m1_code_software(float y, Fp4Ties
 // Two codes in one byte, `lo` in the low nibble. Ties to even on the native images: the
 // instruction, whose NaN (+6) and zero-sign results are those of the software path above.
 __device__ __forceinline__ uint32_t e2m1x2(float lo, float hi, Fp4Ties ties) {
-#if CACHESTORE_NATIVE_E2M1
+#if CACHESTORE_NATIVE_SHORT_CVT
   if (ties == Fp4Ties::kToEven)
     return __nv_cvt_float2_to_fp4x2(make_float2(lo, hi), __NV_E2M1, cudaRoundNearest);
 #endif
@@ -322,7 +351,8 @@ struct Bf16Vals {
   }
 
   // max |x| of the values, on the packed bf16 pairs: exact (max picks one of the values) and as
-  // NaN-ignoring as fmaxf (__hmax2 returns the other operand of a NaN).
+  // NaN-ignoring as fmaxf (__hmax2 returns the other operand of a NaN). In [+0, +Inf], never NaN
+  // or -0 (the magnitudes carry no sign): group_amax compares the bits as integers.
   __device__ __forceinline__ float amax() const {
     __nv_bfloat162 m[kN / 2];
 #pragma unroll
@@ -350,7 +380,7 @@ struct Bf16Vals {
   template <typename Quotient>
   __device__ __forceinline__ Fp4Bytes<kN> to_e2m1(float s, Fp4Ties ties, Quotient quotient) {
     bool per_value = false;
-#if CACHESTORE_NATIVE_E2M1
+#if CACHESTORE_NATIVE_SHORT_CVT
     per_value = ties == Fp4Ties::kToEven;
 #endif
 #pragma unroll
@@ -374,27 +404,49 @@ struct Bf16Vals {
   }
 };
 
-// UE8M0 round-up (2^ceil(log2 x) as a biased exponent): cuda_fp8.h emits the native
-// cvt.rp.satfinite.ue8m0x2.f32 on sm_100a/sm_100f and its software emulation elsewhere.
+// UE8M0 round-up (2^ceil(log2 x) as a biased exponent, satfinite) of a scale x in [FLT_MIN,
+// +Inf], the domain of every rule that uses it: Blackwell's native cvt.rp.satfinite.ue8m0x2.f32
+// (through cuda_fp8.h) on sm_100a; elsewhere from x's bits, the exponent field plus one when the
+// significand is not 1, at most 254 (cuda_fp8.h's emulation of the instruction handles every
+// input, with branches, on the chain after the loads). Both checked against the PTX definition
+// over the whole domain (gpu_conversion_test).
 __device__ __forceinline__ uint8_t ue8m0_round_up(float x) {
+#if CACHESTORE_NATIVE_SHORT_CVT
   return __nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundPosInf);
+#else
+  const uint32_t u = __float_as_uint(x);
+  return static_cast<uint8_t>(min((u >> 23) + ((u & 0x7fffffu) != 0u), 254u));
+#endif
 }
 
 // Amax over the `kLanes` consecutive lanes that hold one quantization block, returned to every
-// lane of the group (each lane scales its own values by it). cub::WarpReduce returns the
-// aggregate to the group's first lane only, which would cost a broadcast shuffle on top; this
-// butterfly needs log2(kLanes) shuffles, masked to the group, so groups of other rows in the
-// warp may have exited already.
+// lane of the group (each lane scales its own values by it). The whole warp must take part
+// (callers keep the lanes of rows past the batch until here): a mask of the group's lanes made
+// the compiler add a convergence check (MATCH.ANY, REDUX, a divergent-path branch) in front.
+//  - Groups of 8 to 32 lanes: one warp-wide integer max (redux.sync, sm_80+) per group, each
+//    group's lanes contributing their bits and the others 0. The amax is non-negative and never
+//    NaN (Bf16Vals::amax), and non-negative floats order as their bit patterns. The reductions
+//    are independent, so they overlap: one latency instead of log2(kLanes) dependent shuffles.
+//  - Groups of 2 or 4 lanes: a butterfly of shuffles (one or two).
 template <int kLanes>
 __device__ __forceinline__ float group_amax(float local) {
-  if constexpr (kLanes == 1) return local;
   static_assert(kLanes >= 1 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "power of two");
-  const unsigned group_mask =
-      kLanes == 32 ? 0xffffffffu : ((1u << kLanes) - 1u) << (cuda::ptx::get_sreg_laneid() & ~(kLanes - 1u));
+  if constexpr (kLanes >= 8) {
+    const uint32_t bits = __float_as_uint(local);
+    const uint32_t group = cuda::ptx::get_sreg_laneid() / kLanes;
+    uint32_t result = 0;
 #pragma unroll
-  for (int offset = kLanes / 2; offset > 0; offset /= 2)
-    local = fmaxf(local, __shfl_xor_sync(group_mask, local, offset));
-  return local;
+    for (uint32_t g = 0; g < 32 / kLanes; ++g) {
+      const uint32_t m = __reduce_max_sync(0xffffffffu, group == g ? bits : 0u);
+      result = group == g ? m : result;
+    }
+    return __uint_as_float(result);
+  } else {
+#pragma unroll
+    for (int offset = kLanes / 2; offset > 0; offset /= 2)
+      local = fmaxf(local, __shfl_xor_sync(0xffffffffu, local, offset));
+    return local;
+  }
 }
 
 // An 8- or 16-byte vector to `p`: one store when p is aligned for it, else 4-byte stores (the

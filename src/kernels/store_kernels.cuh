@@ -28,6 +28,8 @@ __global__ void index_k_bf16_kernel(const GuardArgs guard, const IndexKBf16Args 
   const uint4 first = has_first ? load_vec(src + 8 * vec) : uint4{};
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
+  // No exit between the loads: an EXIT waits for the loads in flight, and the compiler would
+  // issue the count and slot loads after it (measured: +0.1 us a node).
   if (!row_is_stored(guard, a.slots, row, n, slot, 0, threadIdx.x == 0)) return;
   auto* dst = reinterpret_cast<uint8_t*>(a.cache + slot * a.cache_row_stride);
   if (has_first) store_vec(dst + 16 * vec, first);
@@ -36,26 +38,32 @@ __global__ void index_k_bf16_kernel(const GuardArgs guard, const IndexKBf16Args 
 }
 
 // ---- fp8 index-K (132-byte layout): one row on 2^lanes_log2 lanes, kN values per lane ------
-// 128 / kN lanes hold one 128-value block; lanes past D / kN (D = 384) only pad the group.
-template <typename SlotT, int kN>
+// 128 / kN lanes hold one 128-value block; lanes past D / kN (D = 384) only pad the group. A
+// row past the batch (`live` false: the last block's, or the fused kernel's spare index lanes)
+// reads nothing but still takes part in the group's shuffles, which need the whole warp.
+template <typename SlotT, int kN, ScaleRule kRule>
 __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
                                                       const IndexKArgs& a, int64_t row,
-                                                      int lane, bool count_negative = true) {
+                                                      int lane, bool live,
+                                                      bool count_negative = true) {
   constexpr int kBlockLanes = layout::kQuantBlock / kN;
-  const bool active = lane * kN < a.head_dim;
+  const bool active = live && lane * kN < a.head_dim;
   Bf16Vals<kN> x(a.k + row * a.k_row_stride + lane * kN, active);
   const int64_t n = load_token_count(guard);
-  const int64_t slot = load_slot<SlotT>(a.slots, row);
+  const int64_t slot = live ? load_slot<SlotT>(a.slots, row) : -1;
   const float amax = group_amax<kBlockLanes>(x.amax());
+  // Rows past the batch and lanes past D leave here, before the guard (lane 0, the leader, is
+  // active in every live row): one condition per exit, so that no reconvergence point (BSSY /
+  // BSYNC) sits on the path of a stored row.
+  if (!active) return;
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
-  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0, count_negative) ||
-      !active)
+  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0, count_negative))
     return;
   x.decode();
   const float base = detail::index_k_scale_base(amax);
   float scale;
   Fp8Bytes<kN> q;
-  if (a.rule == ScaleRule::kPow2) {
+  if constexpr (kRule == ScaleRule::kPow2) {
     const uint8_t e8 = ue8m0_round_up(base);
     scale = detail::ue8m0_to_float(e8);
     q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));  // x * 2^-e == x / 2^e exactly
@@ -63,26 +71,39 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
     scale = base;
     q = x.template to_e4m3_divided<ScaleSource::kIndexKAmax>(base);
   }
-  store_bytes(a.cache.data + layout::index_k_fp8_data_offset(pos.local_page, pos.in_page,
-                                                             a.cache.page_stride, a.head_dim) +
-                  kN * lane,
-              q, a.cache.page_stride % sizeof(q) == 0);
-  if (lane % kBlockLanes == 0) {
-    const int64_t offset = layout::index_k_fp8_scale_offset(
-        pos.local_page, pos.in_page, int64_t{1} << a.cache.page_shift, a.cache.page_stride,
-        a.head_dim);
-    reinterpret_cast<float*>(a.cache.data + offset)[lane / kBlockLanes] = scale;
+  // Both addresses before either store, so that the scale store issues right after the data.
+  uint8_t* const data = a.cache.data + layout::index_k_fp8_data_offset(pos.local_page, pos.in_page,
+                                                                       a.cache.page_stride,
+                                                                       a.head_dim);
+  float* const scales = reinterpret_cast<float*>(
+      a.cache.data + layout::index_k_fp8_scale_offset(pos.local_page, pos.in_page,
+                                                      int64_t{1} << a.cache.page_shift,
+                                                      a.cache.page_stride, a.head_dim));
+  store_bytes(data + kN * lane, q, a.cache.page_stride % sizeof(q) == 0);
+  if (lane % kBlockLanes == 0) scales[lane / kBlockLanes] = scale;
+}
+
+// The row above for the cache's run-time rule (the fused kernel, which is not instantiated per
+// rule: a uniform branch before the loads).
+template <typename SlotT, int kN>
+__device__ __forceinline__ void store_index_k_fp8_row_any_rule(const GuardArgs& guard,
+                                                               const IndexKArgs& a, int64_t row,
+                                                               int lane, bool live,
+                                                               bool count_negative) {
+  if (a.rule == ScaleRule::kPow2) {
+    store_index_k_fp8_row<SlotT, kN, ScaleRule::kPow2>(guard, a, row, lane, live, count_negative);
+  } else {
+    store_index_k_fp8_row<SlotT, kN, ScaleRule::kAmax>(guard, a, row, lane, live, count_negative);
   }
 }
 
-// blockDim = (2^lanes_log2, rows per block)
-template <typename SlotT, int kN>
+// blockDim = (2^lanes_log2, rows per block): a multiple of 32 threads, so every warp is whole.
+template <typename SlotT, int kN, ScaleRule kRule>
 __global__ void __launch_bounds__(kMaxBlockThreads, 2048 / kMaxBlockThreads)
 index_k_fp8_kernel(const GuardArgs guard, const IndexKArgs a) {
   begin_store(guard);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  if (row >= guard.num_tokens) return;
-  store_index_k_fp8_row<SlotT, kN>(guard, a, row, threadIdx.x);
+  store_index_k_fp8_row<SlotT, kN, kRule>(guard, a, row, threadIdx.x, row < guard.num_tokens);
 }
 
 // Lanes of one MLA row: 512 values (V4, V4.1: 448 NoPE + 64 RoPE; V3.2: 512 NoPE) at kN per lane,
@@ -98,8 +119,7 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
   constexpr int kNopeLanes = layout::kV4NopeDim / kN;
   constexpr int kTileLanes = layout::kV4TileSize / kN;
   const bool is_nope = lane < kNopeLanes;
-  Bf16Vals<kN> x(is_nope ? a.nope + row * a.nope_row_stride + kN * lane
-                         : a.rope + row * a.rope_row_stride + kN * (lane - kNopeLanes));
+  Bf16Vals<kN> x(nope_or_rope_src<kN>(a, row, lane, kNopeLanes));
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
   const float amax = group_amax<kTileLanes>(x.amax());
@@ -111,23 +131,27 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
       a.cache.data + layout::v4_data_offset(pos.local_page, pos.in_page, a.cache.page_stride);
   uint8_t* scale_row = a.cache.data + layout::v4_scale_offset(pos.local_page, pos.in_page,
                                                               page_size, a.cache.page_stride);
+  // Every lane quantizes (the RoPE lanes' results are dropped) and only the stores depend on the
+  // kind of lane: the warp that holds both kinds then diverges for a store, not for the chain.
+  x.decode();
+  const uint8_t e8 = ue8m0_round_up(detail::v4_scale_base(amax));
+  const Fp8Bytes<kN> q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
   if (is_nope) {
-    x.decode();
-    const uint8_t e8 = ue8m0_round_up(detail::v4_scale_base(amax));
-    *reinterpret_cast<Fp8Bytes<kN>*>(data_row + kN * lane) =
-        x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
-    if (lane % kTileLanes == 0) scale_row[lane / kTileLanes] = e8;
+    *reinterpret_cast<Fp8Bytes<kN>*>(data_row + kN * lane) = q;
   } else {
     uint8_t* rope_dst = data_row + layout::kV4NopeDim + 2 * kN * (lane - kNopeLanes);
 #pragma unroll
     for (int i = 0; i < Bf16Vals<kN>::kVecs; ++i) store_vec(rope_dst + 16 * i, x.raw[i]);
-    if (lane == kNopeLanes) scale_row[layout::kV4NumTiles] = 0;  // the pad byte
   }
+  // The first lane of each tile writes its scale byte; the first RoPE lane's "tile" is the pad
+  // byte after the seven scales (kNopeLanes / kTileLanes == kV4NumTiles), which is 0.
+  static_assert(kNopeLanes / kTileLanes == layout::kV4NumTiles, "the pad byte follows the scales");
+  if (lane % kTileLanes == 0) scale_row[lane / kTileLanes] = is_nope ? e8 : 0;
 }
 
 // ---- MLA V3.2: lane l holds NoPE values kN*l..kN*l+kN-1 (128/kN lanes per 128-value tile);
 // lanes 0..7 also copy one 16-byte RoPE vector.
-template <typename SlotT, int kN>
+template <typename SlotT, int kN, ScaleRule kRule>
 __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const MlaArgs& a,
                                                   int64_t row, int lane) {
   constexpr int kRopeLanes = layout::kRopeDim / 8;
@@ -146,7 +170,7 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
   x.decode();
   float scale;
   Fp8Bytes<kN> q;
-  if (a.rule == ScaleRule::kPow2) {
+  if constexpr (kRule == ScaleRule::kPow2) {
     const uint8_t e8 = ue8m0_round_up(detail::v32_pow2_scale_base(amax));
     scale = detail::ue8m0_to_float(e8);
     q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
@@ -179,21 +203,26 @@ fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs ind
     if constexpr (kLayout == MlaLayout::kV4) {
       store_mla_v4_row<SlotT, kN>(guard, kv, row, lane);
     } else if constexpr (kLayout == MlaLayout::kV32) {
-      store_mla_v32_row<SlotT, kN>(guard, kv, row, lane);
+      if (kv.rule == ScaleRule::kPow2) {
+        store_mla_v32_row<SlotT, kN, ScaleRule::kPow2>(guard, kv, row, lane);
+      } else {
+        store_mla_v32_row<SlotT, kN, ScaleRule::kAmax>(guard, kv, row, lane);
+      }
     } else {
       store_mla_v41_row<kLayout, SlotT, kN>(guard, kv, row, lane);
     }
   } else {
+    // Whole index warps: lanes past the block's rows or the batch stay for the shuffles.
     const int local = (warp - rows_per_block * kWarpsPerRow) * 32 + threadIdx.x;
     const int row_in_block = local >> index.lanes_log2;
     const int64_t row = first_row + row_in_block;
-    if (row_in_block >= rows_per_block || row >= guard.num_tokens) return;
+    const bool live = row_in_block < rows_per_block && row < guard.num_tokens;
     // The KV warps count a negative n for the launch.
     const int lane = local & ((1 << index.lanes_log2) - 1);
     if constexpr (kIndex == IndexKFormat::kFp8) {
-      store_index_k_fp8_row<SlotT, kN>(guard, index, row, lane, false);
+      store_index_k_fp8_row_any_rule<SlotT, kN>(guard, index, row, lane, live, false);
     } else {
-      store_index_k_fp4_row<SlotT, kN>(guard, index, row, lane, false);
+      store_index_k_fp4_row<SlotT, kN>(guard, index, row, lane, live, false);
     }
   }
 }

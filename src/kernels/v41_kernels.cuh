@@ -10,19 +10,20 @@ namespace cachestore::kernels {
 
 // ---- fp4 index-K (68-byte layout): one row on 2^lanes_log2 lanes, kN values per lane. 32 / kN
 // lanes hold one 32-value group; lanes past D / kN only pad the row's lane group.
+// A row past the batch (`live` false) reads nothing but takes part in the group's shuffles.
 template <typename SlotT, int kN>
 __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, const IndexKArgs& a,
-                                                      int64_t row, int lane,
+                                                      int64_t row, int lane, bool live,
                                                       bool count_negative = true) {
   constexpr int kGroupLanes = layout::kFp4Group / kN;
-  const bool active = lane * kN < a.head_dim;
+  const bool active = live && lane * kN < a.head_dim;
   Bf16Vals<kN> x(a.k + row * a.k_row_stride + lane * kN, active);
   const int64_t n = load_token_count(guard);
-  const int64_t slot = load_slot<SlotT>(a.slots, row);
+  const int64_t slot = live ? load_slot<SlotT>(a.slots, row) : -1;
   const float amax = group_amax<kGroupLanes>(x.amax());
+  if (!active) return;  // as in store_index_k_fp8_row: no reconvergence before the stores
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
-  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0, count_negative) ||
-      !active)
+  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0, count_negative))
     return;
   const uint8_t e8 = detail::index_k_fp4_scale_byte(amax);
   const float inv = detail::ue8m0_reciprocal(e8);  // x / 2^(e8 - 127), exact
@@ -45,14 +46,13 @@ __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, co
   }
 }
 
-// blockDim = (2^lanes_log2, rows per block)
+// blockDim = (2^lanes_log2, rows per block): a multiple of 32 threads, so every warp is whole.
 template <typename SlotT, int kN>
 __global__ void __launch_bounds__(512, 4)
 index_k_fp4_kernel(const GuardArgs guard, const IndexKArgs a) {
   begin_store(guard);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  if (row >= guard.num_tokens) return;
-  store_index_k_fp4_row<SlotT, kN>(guard, a, row, threadIdx.x);
+  store_index_k_fp4_row<SlotT, kN>(guard, a, row, threadIdx.x, row < guard.num_tokens);
 }
 
 // ---- MLA V41 and V41_FP4: lanes 0..448/kN-1 hold kN NoPE values each, the last 64/kN lanes kN
@@ -76,9 +76,7 @@ __device__ __forceinline__ void store_mla_v41_row(const GuardArgs& guard, const 
   using Format = V41Format<kLayout>;
   constexpr int kNopeLanes = layout::kV41NopeDim / kN;
   constexpr int kTileLanes = Format::kTile / kN;
-  const bool is_nope = lane < kNopeLanes;
-  Bf16Vals<kN> x(is_nope ? a.nope + row * a.nope_row_stride + kN * lane
-                         : a.rope + row * a.rope_row_stride + kN * (lane - kNopeLanes));
+  Bf16Vals<kN> x(nope_or_rope_src<kN>(a, row, lane, kNopeLanes));
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
   const float amax = group_amax<kTileLanes>(x.amax());
@@ -103,9 +101,10 @@ __device__ __forceinline__ void store_mla_v41_row(const GuardArgs& guard, const 
     // x / s by the decoded scale with IEEE division's result (s in [2^-9, 448], where the
     // Markstein quotient applies; an Inf x keeps its Inf quotient).
     const float s = detail::e4m3_scale_to_float(scale_byte);
+    const float r = reciprocal_rn(s);
     *reinterpret_cast<Fp4Bytes<kN>*>(data_row + kN / 2 * lane) =
-        x.to_e2m1(s, Fp4Ties::kToEven, [s](float v) {
-          return markstein_quotient<true>(v, s, __frcp_rn(s));
+        x.to_e2m1(s, Fp4Ties::kToEven, [s, r](float v) {
+          return markstein_quotient<true>(v, s, r);
         });
   }
   if (lane % kTileLanes == 0) scale_row[lane / kTileLanes] = scale_byte;
