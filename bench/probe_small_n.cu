@@ -1,17 +1,20 @@
-// probe_small_n: decode-size stores timed alone, one 32-node CUDA graph per variant in a fresh
-// process (median of 20 replays after 5 warm-ups, per node). The investigation harness behind
-// NOTES.md: it separates what a kernel costs from what bench_store's long run adds, and compares
-// the library's bf16 store with minimal variants (empty kernel, naive 1-D and 2-D, a minimal
-// guard, cudaLaunchKernelEx vs <<<>>>).
+// probe_small_n: where a decode-size store's time goes. Each variant is a 32-node CUDA graph of
+// one store (or one minimal kernel); every round replays every variant once, in turn, so clock
+// drift reaches all of them alike; per-node medians over the rounds, and each variant over the
+// lean naive 128-wide scatter (bench_store's x_naive node). The variants take one thing away at a
+// time: the device count (n_ptr = nullptr), 64-bit slots, the block shape, values per lane,
+// the quantization (minimal guarded copies of the same widths). The investigation harness
+// behind NOTES.md; not a benchmark (bench_store is).
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "cachestore/cachestore.h"
 #include "cachestore/layout.h"
-#include "kernels/store_kernels.cuh"
 #include "cuda_check.h"
+#include "kernels/store_kernels.cuh"
 #include "naive_scatter.cuh"
 
 namespace {
@@ -20,50 +23,109 @@ using namespace cachestore;
 
 __global__ void empty_kernel() {}
 
-__global__ void naive_2d(const uint4* k, const int64_t* slots, uint4* cache, int64_t rows) {
-  const int64_t row = blockIdx.x * int64_t{blockDim.y} + threadIdx.y;
-  if (row < rows) cache[slots[row] * 16 + threadIdx.x] = k[row * 16 + threadIdx.x];
-}
-
-// The least a guarded store can do: count, slot and row loaded together, one compare.
-__global__ void guarded_minimal(const uint4* k, const int64_t* slots, uint4* cache, int64_t rows,
-                                const int32_t* n, int64_t capacity) {
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i >= rows * 16) return;
-  const int64_t row = i / 16;
+// The least a guarded store can do: count, slot and row loaded together, one compare; one
+// 16-byte vector per thread, 2^vec_shift vectors per row.
+__global__ void guarded_copy(const uint4* k, const int64_t* slots, uint4* cache, int32_t total,
+                             int32_t vec_shift, const int32_t* n, int64_t capacity) {
+  const int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= total) return;
+  const int32_t row = i >> vec_shift, vec = i & ((1 << vec_shift) - 1);
   const uint4 v = k[i];
   const int64_t slot = slots[row];
   if (row < *n && static_cast<uint64_t>(slot) < static_cast<uint64_t>(capacity))
-    cache[slot * 16 + i % 16] = v;
+    cache[(slot << vec_shift) + vec] = v;
 }
 
-template <typename Launch>
-double per_node_us(Launch launch, cudaStream_t stream) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CACHESTORE_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < 32; ++i) launch();
-  CACHESTORE_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-  CACHESTORE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  CACHESTORE_CHECK_CUDA(cudaEventCreate(&start));
-  CACHESTORE_CHECK_CUDA(cudaEventCreate(&stop));
-  std::vector<double> us;
-  for (int r = 0; r < 25; ++r) {
-    CACHESTORE_CHECK_CUDA(cudaEventRecord(start, stream));
-    CACHESTORE_CHECK_CUDA(cudaGraphLaunch(exec, stream));
-    CACHESTORE_CHECK_CUDA(cudaEventRecord(stop, stream));
-    CACHESTORE_CHECK_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    CACHESTORE_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    if (r >= 5) us.push_back(ms * 1e3 / 32);
+// The fp8 index-K row (D = 128, amax rule, 16 lanes of 8 values, the library's pieces) with
+// parts taken away, to price each: kReduce (the group amax), kQuantize (the scale and e4m3
+// encoding; off: the raw low half of the input), kGuard (the count load and compare; off: the
+// slot alone decides), kScale (the scale store).
+// The library kernel's generality, priced the same way: kBegin (the PDL prologue), kRuntimeDim
+// (D and the page size read at run time, as the library does), kAnyAlignment (store_bytes'
+// run-time alignment choice), and the library's launch bounds (probe_fp8_bounded).
+enum ProbePart : unsigned {
+  kReduce = 1, kQuantize = 2, kGuard = 4, kScale = 8, kAll = 15,
+  kBegin = 16, kRuntimeDim = 32, kAnyAlignment = 64, kLibrary = 127
+};
+// A kernel parameter in its own 64-byte line of the constant bank, read after the loads (kLateLine:
+// when the store address needs it) or pinned at the top (kEarlyLine): does a first touch of a
+// parameter line on the chain after the loads cost a constant-cache miss?
+struct FarParam {
+  int64_t pad[15];
+  int64_t offset;  // 0 at run time
+};
+enum ProbeLine : unsigned { kLateLine = 128, kEarlyLine = 256 };
+
+template <unsigned kParts>
+__device__ __forceinline__ void probe_fp8_row(const kernels::GuardArgs& guard,
+                                              const kernels::IndexKArgs& a,
+                                              const FarParam& far = FarParam{}) {
+  using namespace kernels;
+  // Early: the offset moves the input address (needed before the loads); late: the store address.
+  const int64_t early_offset = (kParts & kEarlyLine) ? far.offset : 0;
+  const int64_t far_offset = (kParts & kLateLine) ? far.offset : 0;
+  if (kParts & kBegin) begin_store(guard);
+  const int head_dim = (kParts & kRuntimeDim) ? a.head_dim : 128;
+  const int64_t page_size = (kParts & kRuntimeDim) ? int64_t{1} << a.cache.page_shift : 64;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  const int lane = threadIdx.x;
+  const bool live = row < guard.num_tokens;
+  Bf16Vals<8> x(a.k + early_offset + row * a.k_row_stride + lane * 8, live && lane * 8 < head_dim);
+  const int64_t n = (kParts & kGuard) ? load_token_count(guard) : guard.num_tokens;
+  const int64_t slot = live ? load_slot<int64_t>(a.slots, row) : -1;
+  const float amax = (kParts & kReduce) ? group_amax<16>(x.amax()) : x.amax();
+  if (!live) return;
+  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
+  if ((kParts & kGuard) ? !row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)
+                        : slot < 0)
+    return;
+  uint2 q = make_uint2(x.raw[0].x, x.raw[0].y);
+  float scale = amax;
+  if (kParts & kQuantize) {
+    x.decode();
+    scale = detail::index_k_scale_base(amax);
+    q = x.template to_e4m3_divided<ScaleSource::kIndexKAmax>(scale);
   }
-  CACHESTORE_CHECK_CUDA(cudaEventDestroy(start));
-  CACHESTORE_CHECK_CUDA(cudaEventDestroy(stop));
-  CACHESTORE_CHECK_CUDA(cudaGraphExecDestroy(exec));
-  CACHESTORE_CHECK_CUDA(cudaGraphDestroy(graph));
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  uint8_t* const data = a.cache.data + far_offset +
+                        layout::index_k_fp8_data_offset(pos.local_page, pos.in_page,
+                                                        a.cache.page_stride, head_dim);
+  float* const scales = reinterpret_cast<float*>(
+      a.cache.data + layout::index_k_fp8_scale_offset(pos.local_page, pos.in_page, page_size,
+                                                      a.cache.page_stride, head_dim));
+  if (kParts & kAnyAlignment) {
+    store_bytes(data + 8 * lane, q, a.cache.page_stride % sizeof(q) == 0);
+  } else {
+    *reinterpret_cast<uint2*>(data + 8 * lane) = q;
+  }
+  if ((kParts & kScale) && lane == 0) scales[0] = scale;
+}
+template <unsigned kParts>
+__global__ void probe_fp8_kernel(const kernels::GuardArgs guard, const kernels::IndexKArgs a) {
+  probe_fp8_row<kParts>(guard, a);
+}
+template <unsigned kParts>
+__global__ void probe_fp8_far(const kernels::GuardArgs guard, const kernels::IndexKArgs a,
+                              const FarParam far) {
+  probe_fp8_row<kParts>(guard, a, far);
+}
+template <unsigned kParts>
+__global__ void __launch_bounds__(512, 4)
+probe_fp8_bounded(const kernels::GuardArgs guard, const kernels::IndexKArgs a) {
+  probe_fp8_row<kParts>(guard, a);
+}
+
+struct Variant {
+  std::string name;
+  std::function<void(cudaStream_t)> launch;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<float> us;
+};
+
+void check(Status s) {
+  if (s != Status::kSuccess) {
+    std::fprintf(stderr, "probe_small_n: %s\n", last_error_message());
+    std::exit(1);
+  }
 }
 
 }  // namespace
@@ -76,83 +138,203 @@ int main() {
   }
   const int32_t page = 64;
   const int64_t pages = 4096, capacity = pages * page;
-  auto* in = test::device_alloc<uint16_t>(512 * 1024);
-  auto* slots = test::device_alloc<int64_t>(512);
-  auto* n = test::device_alloc<int32_t>(1);
-  auto* bf16_cache = test::device_alloc<uint16_t>(capacity * 128);
+  auto* in = test::device_alloc<uint16_t>(1024 * 1024);
+  auto* slots64 = test::device_alloc<int64_t>(1024);
+  auto* slots32 = test::device_alloc<int32_t>(1024);
+  auto* n_dev = test::device_alloc<int32_t>(1);
+  auto* bf16_cache = test::device_alloc<uint16_t>(capacity * 512);
   auto* fp8_cache = test::device_alloc<uint8_t>(pages * layout::index_k_fp8_min_page_stride(page, 128));
   auto* v4_cache = test::device_alloc<uint8_t>(pages * layout::v4_min_page_stride(page));
+  auto* v41_cache = test::device_alloc<uint8_t>(pages * layout::split_min_page_stride(layout::kV41Rows, page));
   auto* v32_cache = test::device_alloc<uint8_t>(pages * layout::v32_min_page_stride(page));
-  CACHESTORE_CHECK_CUDA(cudaMemset(in, 0x3c, 512 * 1024 * 2));
-  std::vector<int64_t> host_slots(512);
-  for (int i = 0; i < 512; ++i) host_slots[i] = (i * 7919 + 13) % capacity;
-  CACHESTORE_CHECK_CUDA(cudaMemcpy(slots, host_slots.data(), 512 * 8, cudaMemcpyHostToDevice));
-  cudaStream_t s;
-  CACHESTORE_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  const auto* k4 = reinterpret_cast<const uint4*>(in);
-  auto* c4 = reinterpret_cast<uint4*>(bf16_cache);
+  CACHESTORE_CHECK_CUDA(cudaMemset(in, 0x3c, 1024 * 1024 * 2));
+  std::vector<int64_t> h64(1024);
+  std::vector<int32_t> h32(1024);
+  for (int i = 0; i < 1024; ++i) h32[i] = static_cast<int32_t>(h64[i] = (i * 7919 + 13) % capacity);
+  CACHESTORE_CHECK_CUDA(cudaMemcpy(slots64, h64.data(), 1024 * 8, cudaMemcpyHostToDevice));
+  CACHESTORE_CHECK_CUDA(cudaMemcpy(slots32, h32.data(), 1024 * 4, cudaMemcpyHostToDevice));
+  cudaStream_t stream;
+  CACHESTORE_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  for (int64_t rows : {1, 32, 512}) {
+  for (const int64_t rows : {int64_t{1}, int64_t{32}}) {
     const int32_t n_host = static_cast<int32_t>(rows);
-    CACHESTORE_CHECK_CUDA(cudaMemcpy(n, &n_host, 4, cudaMemcpyHostToDevice));
-    const unsigned blocks = static_cast<unsigned>((rows * 16 + 255) / 256);
+    CACHESTORE_CHECK_CUDA(cudaMemcpy(n_dev, &n_host, 4, cudaMemcpyHostToDevice));
+    const Batch batch{rows, n_dev, nullptr};
+    const Batch batch_all{rows, nullptr, nullptr};
+    const SlotMapping s64{slots64, SlotType::kInt64};
+    const SlotMapping s32{slots32, SlotType::kInt32};
+
     IndexKBf16Params bf16;
-    bf16.batch = {rows, n, nullptr};
-    bf16.slots = {slots, SlotType::kInt64};
+    bf16.batch = batch;
+    bf16.slots = s64;
     bf16.k = in;
     bf16.k_row_stride = 128;
     bf16.cache = bf16_cache;
     bf16.cache_row_stride = 128;
     bf16.num_slots = capacity;
-    const kernels::GuardArgs guard{rows, n, nullptr, false, false};
-    const kernels::IndexKBf16Args args{{slots, -1, capacity, 0, 0}, in, 128, bf16_cache, 128, 16};
-    std::printf("n = %lld (bf16, us per node)\n", static_cast<long long>(rows));
-    std::printf("  empty kernel              %.3f\n", per_node_us([&] { empty_kernel<<<blocks, 256, 0, s>>>(); }, s));
-    std::printf("  naive 1-D                 %.3f\n", per_node_us([&] { test::naive_scatter(in, slots, bf16_cache, rows, 128, capacity, s); }, s));
-    std::printf("  naive 2-D (16, 16)        %.3f\n", per_node_us([&] { naive_2d<<<static_cast<unsigned>((rows + 15) / 16), dim3(16, 16), 0, s>>>(k4, slots, c4, rows); }, s));
-    std::printf("  guarded minimal           %.3f\n", per_node_us([&] { guarded_minimal<<<blocks, 256, 0, s>>>(k4, slots, c4, rows, n, capacity); }, s));
-    std::printf("  library kernel, <<<>>>    %.3f\n", per_node_us([&] { kernels::index_k_bf16_kernel<int64_t><<<static_cast<unsigned>((rows + 15) / 16), dim3(16, 16), 0, s>>>(guard, args); }, s));
-    std::printf("  store_index_k_bf16        %.3f\n", per_node_us([&] { store_index_k_bf16(bf16, s); }, s));
-    bf16.launch.enable_pdl = true;
-    std::printf("  store_index_k_bf16, PDL   %.3f\n", per_node_us([&] { store_index_k_bf16(bf16, s); }, s));
+    IndexKFp8Params fp8;
+    fp8.batch = batch;
+    fp8.slots = s64;
+    fp8.k = in;
+    fp8.k_row_stride = 128;
+    fp8.cache = {fp8_cache, pages, page, layout::index_k_fp8_min_page_stride(page, 128), 128, ScaleRule::kAmax};
+    FusedStoreParams v4;
+    v4.batch = batch;
+    v4.kv_slots = s64;
+    v4.nope = in;
+    v4.nope_row_stride = 512;
+    v4.rope = in + 448;
+    v4.rope_row_stride = 512;
+    v4.kv_cache = {MlaLayout::kV4, v4_cache, pages, page, layout::v4_min_page_stride(page), ScaleRule::kPow2};
+    FusedStoreParams v41 = v4;
+    v41.kv_cache = {MlaLayout::kV41, v41_cache, pages, page,
+                    layout::split_min_page_stride(layout::kV41Rows, page), ScaleRule::kPow2};
+    FusedStoreParams v32 = v4;
+    v32.nope_row_stride = 576;
+    v32.rope = in + 512;
+    v32.rope_row_stride = 576;
+    v32.kv_cache = {MlaLayout::kV32, v32_cache, pages, page, layout::v32_min_page_stride(page), ScaleRule::kPow2};
+    FusedStoreParams v4_index = v4;
+    v4_index.index_k = in + 512 * 1024;
+    v4_index.index_k_row_stride = 128;
+    v4_index.index_slots = s64;
+    v4_index.index_cache = fp8.cache;
 
-    for (bool pdl : {false, true}) {
-      IndexKFp8Params fp8;
-      fp8.batch = {rows, n, nullptr};
-      fp8.slots = {slots, SlotType::kInt64};
-      fp8.k = in;
-      fp8.k_row_stride = 128;
-      fp8.cache = {fp8_cache, pages, page, layout::index_k_fp8_min_page_stride(page, 128), 128, ScaleRule::kAmax};
-      fp8.launch.enable_pdl = pdl;
-      FusedStoreParams v32;
-      v32.batch = fp8.batch;
-      v32.kv_slots = fp8.slots;
-      v32.nope = in;
-      v32.nope_row_stride = 576;
-      v32.rope = in + 512;
-      v32.rope_row_stride = 576;
-      v32.kv_cache = {MlaLayout::kV32, v32_cache, pages, page, layout::v32_min_page_stride(page), ScaleRule::kPow2};
-      v32.launch.enable_pdl = pdl;
-      FusedStoreParams v4 = v32;
-      v4.nope_row_stride = 512;
-      v4.rope = in + 448;
-      v4.rope_row_stride = 512;
-      v4.kv_cache = {MlaLayout::kV4, v4_cache, pages, page, layout::v4_min_page_stride(page), ScaleRule::kPow2};
-      FusedStoreParams v4_index = v4;
-      v4_index.index_k = in + 512 * 512;
-      v4_index.index_k_row_stride = 128;
-      v4_index.index_slots = fp8.slots;
-      v4_index.index_cache = fp8.cache;
-      IndexKFp8Params pow2 = fp8;
-      pow2.cache.scale_rule = ScaleRule::kPow2;
-      std::printf("  PDL %-3s fp8 amax %.3f  pow2 %.3f  V4 %.3f  V3.2 %.3f  V4+index %.3f\n", pdl ? "on" : "off",
-                  per_node_us([&] { store_index_k_fp8(fp8, s); }, s),
-                  per_node_us([&] { store_index_k_fp8(pow2, s); }, s),
-                  per_node_us([&] { fused_store_cache(v4, s); }, s),
-                  per_node_us([&] { fused_store_cache(v32, s); }, s),
-                  per_node_us([&] { fused_store_cache(v4_index, s); }, s));
+    // The V4 kernel launched directly with other block shapes (what the launcher would pass).
+    const kernels::GuardArgs guard{rows, n_dev, nullptr, false, false};
+    const kernels::MlaArgs mla{{slots64, -1, capacity, 0, 0},
+                               {v4_cache, layout::v4_min_page_stride(page), 6}, ScaleRule::kPow2,
+                               in, 512, in + 448, 512};
+    const kernels::IndexKArgs no_index{};
+    const auto v4_direct = [&](int kN, int rows_per_block) {
+      return [=](cudaStream_t s) {
+        const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+        if (kN == 8)
+          kernels::fused_store_kernel<MlaLayout::kV4, IndexKFormat::kFp8, int64_t, 8>
+              <<<blocks, dim3(32, 2 * rows_per_block), 0, s>>>(guard, mla, no_index, rows_per_block);
+        else
+          kernels::fused_store_kernel<MlaLayout::kV4, IndexKFormat::kFp8, int64_t, 16>
+              <<<blocks, dim3(32, rows_per_block), 0, s>>>(guard, mla, no_index, rows_per_block);
+      };
+    };
+    const auto with = [](auto p, auto edit) { edit(p); return p; };
+    const auto lean = [&](int width) {
+      return [=](cudaStream_t s) {
+        CACHESTORE_CHECK_CUDA(test::lean_naive_scatter(in, width, slots64, bf16_cache, rows, width, s));
+      };
+    };
+    const auto guarded = [&](int vec_shift) {
+      return [=](cudaStream_t s) {
+        const int32_t total = static_cast<int32_t>(rows << vec_shift);
+        guarded_copy<<<(total + 255) / 256, 256, 0, s>>>(
+            reinterpret_cast<const uint4*>(in), slots64, reinterpret_cast<uint4*>(bf16_cache), total,
+            vec_shift, n_dev, capacity);
+      };
+    };
+
+    std::vector<Variant> variants;
+    const auto add = [&](std::string name, std::function<void(cudaStream_t)> f) {
+      variants.push_back({std::move(name), std::move(f)});
+    };
+    add("naive lean 128 (reference)", lean(128));
+    add("empty kernel", [](cudaStream_t s) { empty_kernel<<<1, 64, 0, s>>>(); });
+    add("naive lean 512", lean(512));
+    add("guarded copy 128", guarded(4));
+    add("guarded copy 512", guarded(6));
+    add("bf16", [&, bf16](cudaStream_t s) { check(store_index_k_bf16(bf16, s)); });
+    add("bf16 no count", [&, p = with(bf16, [&](auto& q) { q.batch = batch_all; })](cudaStream_t s) { check(store_index_k_bf16(p, s)); });
+    add("fp8 amax", [&, fp8](cudaStream_t s) { check(store_index_k_fp8(fp8, s)); });
+    add("fp8 amax no count", [&, p = with(fp8, [&](auto& q) { q.batch = batch_all; })](cudaStream_t s) { check(store_index_k_fp8(p, s)); });
+    add("fp8 amax int32 slots", [&, p = with(fp8, [&](auto& q) { q.slots = s32; })](cudaStream_t s) { check(store_index_k_fp8(p, s)); });
+    const kernels::IndexKArgs fp8_args{{slots64, -1, capacity, 0, 0}, in, 128,
+                                       {fp8_cache, layout::index_k_fp8_min_page_stride(page, 128), 6},
+                                       128, 4, Fp4Ties::kToEven, ScaleRule::kAmax};
+    const auto probe = [&](auto kernel) {
+      return [=](cudaStream_t s) {
+        kernel<<<static_cast<unsigned>((rows + 3) / 4), dim3(16, 4), 0, s>>>(guard, fp8_args);
+      };
+    };
+    add("probe fp8: all", probe(probe_fp8_kernel<kAll>));
+    add("probe fp8: no reduce", probe(probe_fp8_kernel<kAll & ~kReduce>));
+    add("probe fp8: no quantize", probe(probe_fp8_kernel<kAll & ~kQuantize>));
+    add("probe fp8: no guard", probe(probe_fp8_kernel<kAll & ~kGuard>));
+    add("probe fp8: no scale store", probe(probe_fp8_kernel<kAll & ~kScale>));
+    add("probe fp8: guard + copy", probe(probe_fp8_kernel<kGuard>));
+    add("probe fp8: copy only", probe(probe_fp8_kernel<0>));
+    add("probe fp8: all + PDL prologue", probe(probe_fp8_kernel<kAll | kBegin>));
+    add("probe fp8: all + run-time D", probe(probe_fp8_kernel<kAll | kRuntimeDim>));
+    add("probe fp8: all + any alignment", probe(probe_fp8_kernel<kAll | kAnyAlignment>));
+    add("probe fp8: all, launch bounds", probe(probe_fp8_bounded<kAll>));
+    add("probe fp8: library-like", probe(probe_fp8_bounded<kLibrary>));
+    const auto probe_far = [&](auto kernel) {
+      return [=](cudaStream_t s) {
+        kernel<<<static_cast<unsigned>((rows + 3) / 4), dim3(16, 4), 0, s>>>(guard, fp8_args, FarParam{});
+      };
+    };
+    add("probe fp8: far param unread", probe_far(probe_fp8_far<kAll>));
+    add("probe fp8: far param late", probe_far(probe_fp8_far<kAll | kLateLine>));
+    add("probe fp8: far param early", probe_far(probe_fp8_far<kAll | kEarlyLine>));
+    add("library fp8 kernel, <<<>>>",
+        probe(kernels::index_k_fp8_kernel<int64_t, 8, ScaleRule::kAmax>));
+    add("library fp8 kernel, LaunchEx", [&](cudaStream_t s) {
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(static_cast<unsigned>((rows + 3) / 4));
+      config.blockDim = dim3(16, 4);
+      config.stream = s;
+      CACHESTORE_CHECK_CUDA(cudaLaunchKernelEx(
+          &config, kernels::index_k_fp8_kernel<int64_t, 8, ScaleRule::kAmax>, guard, fp8_args));
+    });
+    add("fp8 amax (API, again)", [&, fp8](cudaStream_t s) { check(store_index_k_fp8(fp8, s)); });
+    add("fp8 pow2", [&, p = with(fp8, [&](auto& q) { q.cache.scale_rule = ScaleRule::kPow2; })](cudaStream_t s) { check(store_index_k_fp8(p, s)); });
+    add("V4", [&, v4](cudaStream_t s) { check(fused_store_cache(v4, s)); });
+    add("V4 no count", [&, p = with(v4, [&](auto& q) { q.batch = batch_all; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
+    add("V4 int32 slots", [&, p = with(v4, [&](auto& q) { q.kv_slots = s32; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
+    add("V4 kN=8, 1 row/block", v4_direct(8, 1));
+    add("V4 kN=8, 2 rows/block", v4_direct(8, 2));
+    add("V4 kN=16, 1 row/block", v4_direct(16, 1));
+    add("V41", [&, v41](cudaStream_t s) { check(fused_store_cache(v41, s)); });
+    add("V3.2 pow2", [&, v32](cudaStream_t s) { check(fused_store_cache(v32, s)); });
+    add("V4 + fp8 index", [&, v4_index](cudaStream_t s) { check(fused_store_cache(v4_index, s)); });
+    add("V4, PDL", [&, p = with(v4, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
+    add("fp8 amax, PDL", [&, p = with(fp8, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(store_index_k_fp8(p, s)); });
+
+    for (Variant& v : variants) {
+      cudaGraph_t graph;
+      CACHESTORE_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < 32; ++i) v.launch(stream);
+      CACHESTORE_CHECK_CUDA(cudaGetLastError());
+      CACHESTORE_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+      CACHESTORE_CHECK_CUDA(cudaGraphInstantiate(&v.exec, graph, 0));
+      CACHESTORE_CHECK_CUDA(cudaGraphDestroy(graph));
     }
+    cudaEvent_t start, stop;
+    CACHESTORE_CHECK_CUDA(cudaEventCreate(&start));
+    CACHESTORE_CHECK_CUDA(cudaEventCreate(&stop));
+    for (int round = 0; round < 45; ++round) {
+      for (Variant& v : variants) {
+        CACHESTORE_CHECK_CUDA(cudaEventRecord(start, stream));
+        CACHESTORE_CHECK_CUDA(cudaGraphLaunch(v.exec, stream));
+        CACHESTORE_CHECK_CUDA(cudaEventRecord(stop, stream));
+        CACHESTORE_CHECK_CUDA(cudaEventSynchronize(stop));
+        float ms = 0;
+        CACHESTORE_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+        if (round >= 5) v.us.push_back(ms * 1e3f / 32);
+      }
+    }
+    const auto median = [](std::vector<float> x) {
+      std::sort(x.begin(), x.end());
+      return x[x.size() / 2];
+    };
+    const float reference = median(variants[0].us);
+    std::printf("n = %lld: us per node (median of 40 rounds), over the lean naive 128\n",
+                static_cast<long long>(rows));
+    for (Variant& v : variants) {
+      const float us = median(v.us);
+      std::printf("  %-28s %.3f  %.3fx\n", v.name.c_str(), us, us / reference);
+      CACHESTORE_CHECK_CUDA(cudaGraphExecDestroy(v.exec));
+    }
+    CACHESTORE_CHECK_CUDA(cudaEventDestroy(start));
+    CACHESTORE_CHECK_CUDA(cudaEventDestroy(stop));
   }
-  CACHESTORE_CHECK_CUDA(cudaGetLastError());
   return 0;
 }
