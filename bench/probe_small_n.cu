@@ -130,7 +130,13 @@ void check(Status s) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --dirty-l2: before every round, write a buffer of 4x the L2 (cudaMemset), as the large-n rows
+  // before a small-n row of bench_store leave the L2 full of dirty lines. Inside the full
+  // bench_store run the small-n non-PDL nodes read ~0.2 us slower than alone (NOTES.md, item 16);
+  // this tests whether the L2's state is why.
+  bool dirty_l2 = false;
+  for (int i = 1; i < argc; ++i) dirty_l2 = dirty_l2 || std::string(argv[i]) == "--dirty-l2";
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::fprintf(stderr, "probe_small_n: no CUDA device; it needs a GPU\n");
@@ -155,6 +161,11 @@ int main() {
   CACHESTORE_CHECK_CUDA(cudaMemcpy(slots32, h32.data(), 1024 * 4, cudaMemcpyHostToDevice));
   cudaStream_t stream;
   CACHESTORE_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int l2_bytes = 0;
+  CACHESTORE_CHECK_CUDA(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
+  const size_t dirty_bytes = dirty_l2 ? 4 * static_cast<size_t>(l2_bytes) : 0;
+  uint8_t* dirty = dirty_l2 ? test::device_alloc<uint8_t>(dirty_bytes) : nullptr;
+  if (dirty_l2) std::printf("before every round: %zu MB written (4x the L2)\n", dirty_bytes >> 20);
 
   for (const int64_t rows : {int64_t{1}, int64_t{32}}) {
     const int32_t n_host = static_cast<int32_t>(rows);
@@ -311,6 +322,10 @@ int main() {
     CACHESTORE_CHECK_CUDA(cudaEventCreate(&start));
     CACHESTORE_CHECK_CUDA(cudaEventCreate(&stop));
     for (int round = 0; round < 45; ++round) {
+      if (dirty_l2) {
+        CACHESTORE_CHECK_CUDA(cudaMemsetAsync(dirty, round & 0xff, dirty_bytes, stream));
+        CACHESTORE_CHECK_CUDA(cudaStreamSynchronize(stream));
+      }
       for (Variant& v : variants) {
         CACHESTORE_CHECK_CUDA(cudaEventRecord(start, stream));
         CACHESTORE_CHECK_CUDA(cudaGraphLaunch(v.exec, stream));
