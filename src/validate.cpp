@@ -144,8 +144,8 @@ Status check_index_k_fp4_cache(const IndexKFp4Cache& cache, const char* name) {
 }
 
 Status check_mla_cache(const MlaCache& cache, const char* name) {
-  if (cache.layout != MlaLayout::kV4 && cache.layout != MlaLayout::kV32 &&
-      cache.layout != MlaLayout::kV41 && cache.layout != MlaLayout::kV41Fp4)
+  // mla_min_page_stride's switch is the one list of the layouts: 0 for any other value.
+  if (mla_min_page_stride(cache.layout, 1) == 0)
     return fail(Status::kErrorInvalidArgument, "%s.layout = %d: not an MlaLayout", name,
                 static_cast<int>(cache.layout));
   // The V4.1 layouts fix their scale formats: scale_rule is not read.
