@@ -151,7 +151,10 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
 
 // ---- MLA V3.2: lane l holds NoPE values kN*l..kN*l+kN-1 (128/kN lanes per 128-value tile);
 // lanes 0..7 also copy one 16-byte RoPE vector.
-template <typename SlotT, int kN, ScaleRule kRule>
+// The rule is read after the guard (a uniform branch; MlaArgs keeps it in a constant line read
+// before the loads): a choice of two instantiated rows in front of the row put the branch
+// between the NoPE loads and the slot, count and RoPE loads (NOTES.md, item 15).
+template <typename SlotT, int kN>
 __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const MlaArgs& a,
                                                   int64_t row, int lane) {
   constexpr int kRopeLanes = layout::kRopeDim / 8;
@@ -170,7 +173,7 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
   x.decode();
   float scale;
   Fp8Bytes<kN> q;
-  if constexpr (kRule == ScaleRule::kPow2) {
+  if (a.rule == ScaleRule::kPow2) {
     const uint8_t e8 = ue8m0_round_up(detail::v32_pow2_scale_base(amax));
     scale = detail::ue8m0_to_float(e8);
     q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
@@ -203,11 +206,7 @@ fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs ind
     if constexpr (kLayout == MlaLayout::kV4) {
       store_mla_v4_row<SlotT, kN>(guard, kv, row, lane);
     } else if constexpr (kLayout == MlaLayout::kV32) {
-      if (kv.rule == ScaleRule::kPow2) {
-        store_mla_v32_row<SlotT, kN, ScaleRule::kPow2>(guard, kv, row, lane);
-      } else {
-        store_mla_v32_row<SlotT, kN, ScaleRule::kAmax>(guard, kv, row, lane);
-      }
+      store_mla_v32_row<SlotT, kN>(guard, kv, row, lane);
     } else {
       store_mla_v41_row<kLayout, SlotT, kN>(guard, kv, row, lane);
     }
