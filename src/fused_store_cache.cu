@@ -109,7 +109,7 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
                             p.nope_row_stride,
                             static_cast<const uint16_t*>(p.rope),
                             p.rope_row_stride};
-  return detail::with_values_per_lane(p.batch.num_tokens, [&](auto values) {
+  return detail::with_values_per_lane<false>(p.batch.num_tokens, [&](auto values) {
     constexpr int kN = decltype(values)::value;
     kernels::IndexKArgs index{};
     if (p.index_k != nullptr) {

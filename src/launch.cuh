@@ -44,18 +44,30 @@ inline Status grid_for_rows(int64_t rows, int64_t rows_per_block, dim3* grid) {
   return Status::kSuccess;
 }
 
-// Quantizing kernels: 8 values per lane up to this many rows (decode sizes: the chain after
-// the loads is the latency), 16 above (large batches: half the lanes for the same bytes).
+// Quantizing kernels' values per lane: 8 up to kSmallBatchRows rows (decode sizes: the chain
+// after the loads is the latency, and a lane's share of it shrinks with its values), 16 above
+// (large batches: fewer lanes for the same bytes). The fp8 index-K kernel takes 4 up to
+// kTinyBatchRows (one warp per 128-value block at D = 128: its amax is one reduction); the MLA
+// rows measured slower at 4 (four warps a row) than at 8 (NOTES.md, item 17).
+inline constexpr int64_t kTinyBatchRows = 128;
 inline constexpr int64_t kSmallBatchRows = 1024;
-inline int32_t values_per_lane(int64_t num_tokens) {
-  return num_tokens <= kSmallBatchRows ? 8 : 16;
+inline int32_t values_per_lane(int64_t num_tokens, bool four) {
+  return four && num_tokens <= kTinyBatchRows ? 4 : num_tokens <= kSmallBatchRows ? 8 : 16;
 }
 
-// f(std::integral_constant<int, kN>{}) for the kN = values_per_lane(num_tokens) kernels.
-template <typename F>
+// f(std::integral_constant<int, kN>{}) for the kN = values_per_lane(num_tokens, kFour) kernels.
+template <bool kFour, typename F>
 Status with_values_per_lane(int64_t num_tokens, F&& f) {
-  return values_per_lane(num_tokens) == 8 ? f(std::integral_constant<int, 8>{})
-                                          : f(std::integral_constant<int, 16>{});
+  switch (values_per_lane(num_tokens, kFour)) {
+    case 4:
+      if constexpr (kFour) return f(std::integral_constant<int, 4>{});
+      break;
+    case 8:
+      return f(std::integral_constant<int, 8>{});
+    default:
+      break;
+  }
+  return f(std::integral_constant<int, 16>{});
 }
 
 // With PDL, a grid of at most one block per SM fits in one wave: its threads trigger at the top

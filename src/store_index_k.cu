@@ -38,8 +38,9 @@ Status store_index_k_bf16(const IndexKBf16Params& p, cudaStream_t stream) {
 
 namespace {
 // The paged (fp8 and fp4) index-K stores: the same checks and launch, each with its cache's check
-// and kernel (`kernel_for(SlotT{}, integral_constant<kN>)`).
-template <typename Params, typename Cache, typename KernelFor>
+// and kernel (`kernel_for(SlotT{}, integral_constant<kN>)`); kFour: whether it takes kN = 4 at
+// decode sizes (fp8; the fp4 kernel's e2m1 bytes come 4 or 8 a lane).
+template <bool kFour, typename Params, typename Cache, typename KernelFor>
 Status store_index_k_paged(const Params& p, Status (*check_cache)(const Cache&, const char*),
                            KernelFor kernel_for, cudaStream_t stream) {
   CACHESTORE_RETURN_IF_ERROR(detail::check_batch(p.batch));
@@ -53,7 +54,7 @@ Status store_index_k_paged(const Params& p, Status (*check_cache)(const Cache&, 
   CACHESTORE_RETURN_IF_ERROR(detail::current_arch(&arch));
   if (p.batch.num_tokens == 0) return detail::succeed();
 
-  return detail::with_values_per_lane(p.batch.num_tokens, [&](auto values) {
+  return detail::with_values_per_lane<kFour>(p.batch.num_tokens, [&](auto values) {
     const kernels::IndexKArgs args =
         detail::index_k_args(p.slots, p.k, p.k_row_stride, p.cache, decltype(values)::value);
     return detail::launch_index_k(kernel_for(int32_t{}, values), kernel_for(int64_t{}, values),
@@ -65,7 +66,7 @@ Status store_index_k_paged(const Params& p, Status (*check_cache)(const Cache&, 
 
 Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
   // One instantiation per scale rule: no run-time branch on the chain after the loads.
-  return store_index_k_paged(p, detail::check_index_k_fp8_cache, [&p](auto slot, auto values) {
+  return store_index_k_paged<true>(p, detail::check_index_k_fp8_cache, [&p](auto slot, auto values) {
     using SlotT = decltype(slot);
     constexpr int kN = decltype(values)::value;
     return p.cache.scale_rule == ScaleRule::kPow2
@@ -75,7 +76,7 @@ Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
 }
 
 Status store_index_k_fp4(const IndexKFp4Params& p, cudaStream_t stream) {
-  return store_index_k_paged(p, detail::check_index_k_fp4_cache, [](auto slot, auto values) {
+  return store_index_k_paged<false>(p, detail::check_index_k_fp4_cache, [](auto slot, auto values) {
     return kernels::index_k_fp4_kernel<decltype(slot), decltype(values)::value>;
   }, stream);
 }

@@ -272,21 +272,29 @@ TEST_F(StoreTest, InvalidArgumentsWriteNothing) {
 namespace cachestore::test {
 namespace {
 
-// Batches above 1024 rows take the kernels' 16-values-per-lane path (decode sizes take 8): the
-// same whole-cache comparison there, every quantized layout.
-class LargeBatch : public StoreTest, public ::testing::WithParamInterface<StoreKind> {};
+// The kernels' values per lane follow the batch (launch.cuh: values_per_lane): up to 1024 rows
+// 8, above 16; the fp8 index-K kernel takes 4 up to 128 rows (the other tests here use small
+// batches). The same whole-cache comparison on the wider paths, every quantized layout: 1536 rows
+// (16) and 320 rows (8, which is the fp8 index-K kernel's only test of it).
+class LargeBatch : public StoreTest, public ::testing::WithParamInterface<StoreKind> {
+ protected:
+  void run_batch(int64_t num_tokens, int32_t min_n) {
+    CaseShape shape;
+    shape.num_tokens = num_tokens;
+    shape.page_size = 64;
+    shape.head_dim =
+        GetParam() == StoreKind::kIndexKFp8Pow2 || GetParam() == StoreKind::kIndexKFp4Even ? 384
+                                                                                          : 128;
+    shape.reserved_slot = 0;
+    StoreCase c(GetParam(), shape);
+    std::uniform_int_distribution<int32_t> n(min_n, static_cast<int32_t>(num_tokens));
+    ASSERT_TRUE(run_step(c, n(rng_), true));
+  }
+};
 
-TEST_P(LargeBatch, WideLanesMatchReference) {
-  CaseShape shape;
-  shape.num_tokens = 1536;
-  shape.page_size = 64;
-  shape.head_dim =
-      GetParam() == StoreKind::kIndexKFp8Pow2 || GetParam() == StoreKind::kIndexKFp4Even ? 384 : 128;
-  shape.reserved_slot = 0;
-  StoreCase c(GetParam(), shape);
-  std::uniform_int_distribution<int32_t> n(1200, 1536);
-  ASSERT_TRUE(run_step(c, n(rng_), true));
-}
+TEST_P(LargeBatch, WideLanesMatchReference) { run_batch(1536, 1200); }
+
+TEST_P(LargeBatch, EightValueLanesMatchReference) { run_batch(320, 200); }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, LargeBatch,
                          ::testing::Values(StoreKind::kIndexKFp8Amax, StoreKind::kIndexKFp8Pow2,

@@ -47,6 +47,48 @@ TEST(Guard, ClassifiesEveryRule) {
   EXPECT_EQ(detail::classify_row(0, 0, 7, -1, 8), RowVerdict::kSkip);
 }
 
+// The kernels' stored test (the conjunction, 32-bit owner filter) is the verdict's kStore, on
+// every combination of edge values: rows around n, slots around 0, the reserved slot and the
+// capacity (including ones past 2^32 and INT64 extremes), pages past 2^32, every owner layout.
+TEST(Guard, StoredTestIsTheVerdictsStore) {
+  const int64_t big = int64_t{1} << 33;
+  const int64_t rows[] = {0, 1, 5, 6, 7, big};
+  const int64_t counts[] = {-3, 0, 1, 6, 7, big + 1};
+  const int64_t slots[] = {INT64_MIN, -2, -1, 0, 1, 4, 63, 64, 65, big - 1, big, big + 5, INT64_MAX};
+  const int64_t reserveds[] = {-1, 0, 4, big};
+  const int64_t capacities[] = {0, 1, 64, big, INT64_MAX};
+  const int64_t pages[] = {0, 1, 2, 3, 7, (int64_t{1} << 32) + 1, (int64_t{1} << 40) + 6, INT64_MAX};
+  int64_t cases = 0, stored = 0;
+  for (int32_t owner_log2 : {0, 1, 2, 20})
+    for (int32_t owner_rank : {0, 1, 3}) {
+      if (owner_rank >= (1 << owner_log2)) continue;
+      for (int64_t page : pages)
+        for (int64_t row : rows)
+          for (int64_t n : counts)
+            for (int64_t slot : slots)
+              for (int64_t reserved : reserveds)
+                for (int64_t capacity : capacities) {
+                  const bool expected =
+                      detail::classify_owned_row(row, n, slot, page, reserved, capacity,
+                                                 owner_log2, owner_rank) == RowVerdict::kStore;
+                  ASSERT_EQ(detail::row_is_stored(row, n, slot, page, reserved, capacity,
+                                                  owner_log2, owner_rank),
+                            expected)
+                      << "row " << row << " n " << n << " slot " << slot << " page " << page
+                      << " reserved " << reserved << " capacity " << capacity << " owners 2^"
+                      << owner_log2 << " rank " << owner_rank;
+                  ++cases;
+                  stored += expected;
+                }
+    }
+  EXPECT_GT(stored, cases / 50);  // both answers are exercised
+  // The owner filter by hand: page g is owner (g mod owner_size)'s, also above 2^32.
+  EXPECT_TRUE(detail::owns_page((int64_t{1} << 32) + 3, 2, 3));
+  EXPECT_FALSE(detail::owns_page((int64_t{1} << 32) + 3, 2, 2));
+  EXPECT_TRUE(detail::owns_page(int64_t{5} << 20, 20, 0));
+  EXPECT_TRUE(detail::owns_page((int64_t{5} << 20) + 77, 20, 77));
+}
+
 TEST(E4m3Reference, HandWorkedValues) {
   EXPECT_EQ(e4m3_from_float(1.0f), 0x38);
   EXPECT_EQ(e4m3_from_float(-1.0f), 0xb8);

@@ -62,16 +62,18 @@ __device__ __forceinline__ int64_t load_slot(const SlotArgs& slots, int64_t row)
 // The negative-n check runs here, on the count the row loaded anyway: a separate load at the
 // top of the kernel put a whole memory latency in front of warp 0's loads. A stored row is never
 // counted (row 0 with n < 0 is not stored), so the counting sits on the path of the rows that
-// are not: a stored row's path is the verdict and one branch.
+// are not: a stored row's path is the stored test (detail::row_is_stored) and one branch.
 __device__ __forceinline__ bool row_is_stored(const GuardArgs& guard, const SlotArgs& slots,
                                               int64_t row, int64_t n, int64_t slot,
                                               int64_t page, bool leader,
                                               bool count_negative = true) {
-  const detail::RowVerdict verdict = detail::classify_owned_row(
-      row, n, slot, page, slots.reserved, slots.capacity, slots.owner_log2, slots.owner_rank);
-  if (verdict == detail::RowVerdict::kStore) return true;
+  if (detail::row_is_stored(row, n, slot, page, slots.reserved, slots.capacity, slots.owner_log2,
+                            slots.owner_rank))
+    return true;
   if (leader && guard.diagnostics != nullptr) {
-    if (verdict == detail::RowVerdict::kOutOfRange)
+    if (detail::classify_owned_row(row, n, slot, page, slots.reserved, slots.capacity,
+                                   slots.owner_log2, slots.owner_rank) ==
+        detail::RowVerdict::kOutOfRange)
       atomicAdd(&guard.diagnostics->out_of_range_slots, 1ull);
     if (count_negative && row == 0 && n < 0)
       atomicAdd(&guard.diagnostics->negative_token_counts, 1ull);
@@ -115,9 +117,9 @@ __device__ __forceinline__ void store_vec(uint8_t* p, const uint4& v) {
   *reinterpret_cast<uint4*>(p) = v;
 }
 
-// kN fp8 bytes: one 8- or 16-byte vector.
+// kN fp8 bytes: one 4-, 8- or 16-byte vector.
 template <int kN>
-using Fp8Bytes = std::conditional_t<kN == 8, uint2, uint4>;
+using Fp8Bytes = std::conditional_t<kN == 4, uint32_t, std::conditional_t<kN == 8, uint2, uint4>>;
 
 // Where a divisor comes from decides which checks its quotient needs (fp8_divided).
 enum class ScaleSource {
@@ -165,7 +167,7 @@ __device__ __forceinline__ float exact_quotient(float x, float s) {
 // even (cvt.rn.satfinite.{e4m3,e5m2}x2.f32); four values at a time so that few are live at once.
 template <__nv_fp8_interpretation_t kFormat, int kN, typename F>
 __device__ __forceinline__ Fp8Bytes<kN> pack_fp8(const float (&v)[kN], F f) {
-  static_assert(kN == 8 || kN == 16, "one 8- or 16-byte vector");
+  static_assert(kN == 4 || kN == 8 || kN == 16, "one 4-, 8- or 16-byte vector");
   uint32_t w[kN / 4];
 #pragma unroll
   for (int i = 0; i < kN / 4; ++i) {
@@ -175,7 +177,9 @@ __device__ __forceinline__ Fp8Bytes<kN> pack_fp8(const float (&v)[kN], F f) {
                                                  __NV_SATFINITE, kFormat);
     w[i] = lo | (hi << 16);
   }
-  if constexpr (kN == 8) {
+  if constexpr (kN == 4) {
+    return w[0];
+  } else if constexpr (kN == 8) {
     return make_uint2(w[0], w[1]);
   } else {
     return make_uint4(w[0], w[1], w[2], w[3]);
@@ -213,6 +217,12 @@ __device__ __forceinline__ void decode_vec(const uint4& x, float* out) {
       out[2 * i + 1] = f.y;
     }
   }
+}
+
+// The two bf16 values of a 32-bit word decoded to fp32 (exact), the low half first.
+__device__ __forceinline__ void decode_bf16x2(uint32_t w, float* out) {
+  out[0] = __uint_as_float(w << 16);
+  out[1] = __uint_as_float(w & 0xffff0000u);
 }
 
 // ---- e2m1 (fp4) -------------------------------------------------------------------------------
@@ -293,12 +303,12 @@ struct E2m1Thresholds {
     }
   }
 
-  // The codes of one 16-byte vector of 8 bf16 values (sign kept), 4 bytes in memory order.
-  __device__ __forceinline__ uint32_t codes(const uint4& raw) const {
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  // The codes of kWords words of 2 bf16 values each (sign kept), kWords bytes in memory order.
+  template <int kWords>
+  __device__ __forceinline__ uint32_t codes(const uint32_t* w) const {
     uint32_t out = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < kWords; ++j) {
       const uint32_t magnitude = w[j] & 0x7fff7fffu;
       const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&magnitude);
       __nv_bfloat162 sum = __floats2bfloat162_rn(128.0f, 128.0f);
@@ -313,13 +323,13 @@ struct E2m1Thresholds {
   }
 };
 
-// Whether any of the 16-bit values is NaN or +-Inf (magnitude >= 0x7f80), per bf16x2 word
-// without carries between the halves.
-__device__ __forceinline__ bool any_bf16_nan_or_inf(const uint4& raw) {
-  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+// Whether any of the 16-bit values of kWords words is NaN or +-Inf (magnitude >= 0x7f80), per
+// bf16x2 word without carries between the halves.
+template <int kWords>
+__device__ __forceinline__ bool any_bf16_nan_or_inf(const uint32_t* w) {
   uint32_t hit = 0;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) hit |= ((w[j] & 0x7fff7fffu) + 0x00800080u) & 0x80008000u;
+  for (int j = 0; j < kWords; ++j) hit |= ((w[j] & 0x7fff7fffu) + 0x00800080u) & 0x80008000u;
   return hit != 0;
 }
 
@@ -329,40 +339,69 @@ __device__ __forceinline__ uint32_t e2m1_drop_zero_signs(uint32_t w) {
   return w & (0x77777777u | nonzero);
 }
 
-// kN bf16 values (kN / 8 16-byte vectors) decoded to fp32, and their amax. kN = 16 for large
-// batches (fewer lanes, bandwidth), 8 for decode-size batches, where the latency of the chain
-// after the loads is the cost and idle lanes are free.
+// kN bf16 values (one 8-byte vector, or kN / 8 16-byte vectors) decoded to fp32, and their amax.
+// kN = 16 for large batches (fewer lanes, bandwidth), 8 for mid-size ones and 4 for decode-size
+// batches, where the latency of the chain after the loads is the cost and idle lanes are free
+// (launch.cuh: values_per_lane).
 template <int kN>
 struct Bf16Vals {
-  static_assert(kN == 8 || kN == 16, "8 or 16 values per lane");
-  static constexpr int kVecs = kN / 8;
-  uint4 raw[kVecs];
+  static_assert(kN == 4 || kN == 8 || kN == 16, "4, 8 or 16 values per lane");
+  static constexpr int kWords = kN / 2;  // bf16 pairs
+  // One 8-byte load (kN = 4) or kN / 8 16-byte loads, kept as loaded: the kN >= 8 kernels' SASS
+  // depends on it (rebuilding V4's RoPE vector from words let the compiler merge the NoPE and RoPE
+  // stores behind a reconvergence point, +0.08 us a node at n = 512).
+  using LoadVec = std::conditional_t<kN == 4, uint2, uint4>;
+  static constexpr int kLoads = kN == 4 ? 1 : kN / 8;
+  LoadVec raw[kLoads];
   float v[kN];
 
   __device__ __forceinline__ explicit Bf16Vals(const uint16_t* src, bool active = true) {
 #pragma unroll
-    for (int i = 0; i < kVecs; ++i) raw[i] = active ? load_vec(src + 8 * i) : uint4{};
+    for (int i = 0; i < kLoads; ++i)
+      raw[i] = active ? *reinterpret_cast<const LoadVec*>(src + 8 * i) : LoadVec{};
+  }
+
+  // The 32-bit words (bf16 pairs) in memory order.
+  __device__ __forceinline__ void words(uint32_t (&w)[kWords]) const {
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      if constexpr (kN == 4) {
+        w[0] = raw[0].x;
+        w[1] = raw[0].y;
+      } else {
+        w[4 * i] = raw[i].x;
+        w[4 * i + 1] = raw[i].y;
+        w[4 * i + 2] = raw[i].z;
+        w[4 * i + 3] = raw[i].w;
+      }
+    }
+  }
+
+  // The raw values, copied (V4's RoPE lanes): kN * 2 bytes, aligned to the load vector.
+  __device__ __forceinline__ void store_raw(uint8_t* dst) const {
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) *reinterpret_cast<LoadVec*>(dst + 16 * i) = raw[i];
   }
 
   // Decoding is separate from loading so that it runs after the count and slot loads issue.
   __device__ __forceinline__ void decode() {
+    uint32_t w[kWords];
+    words(w);
 #pragma unroll
-    for (int i = 0; i < kVecs; ++i) decode_vec<KvDataType::kBf16>(raw[i], v + 8 * i);
+    for (int i = 0; i < kWords; ++i) decode_bf16x2(w[i], v + 2 * i);
   }
 
   // max |x| of the values, on the packed bf16 pairs: exact (max picks one of the values) and as
   // NaN-ignoring as fmaxf (__hmax2 returns the other operand of a NaN). In [+0, +Inf], never NaN
   // or -0 (the magnitudes carry no sign): group_amax compares the bits as integers.
   __device__ __forceinline__ float amax() const {
-    __nv_bfloat162 m[kN / 2];
+    uint32_t w[kWords];
+    words(w);
+    __nv_bfloat162 m[kWords];
 #pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      const uint32_t w[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+    for (int i = 0; i < kWords; ++i) m[i] = __habs2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
 #pragma unroll
-      for (int j = 0; j < 4; ++j) m[4 * i + j] = __habs2(*reinterpret_cast<const __nv_bfloat162*>(&w[j]));
-    }
-#pragma unroll
-    for (int stride = kN / 4; stride > 0; stride /= 2)
+    for (int stride = kWords / 2; stride > 0; stride /= 2)
 #pragma unroll
       for (int i = 0; i < stride; ++i) m[i] = __hmax2(m[i], m[i + stride]);
     return fmaxf(fmaxf(__low2float(m[0]), __high2float(m[0])), 0.0f);
@@ -379,21 +418,23 @@ struct Bf16Vals {
   // native instruction on Blackwell for ties to even); elsewhere the bf16 thresholds decide.
   template <typename Quotient>
   __device__ __forceinline__ Fp4Bytes<kN> to_e2m1(float s, Fp4Ties ties, Quotient quotient) {
+    static_assert(kN == 8 || kN == 16, "e2m1: 4 or 8 bytes a lane");
     bool per_value = false;
 #if CACHESTORE_NATIVE_SHORT_CVT
     per_value = ties == Fp4Ties::kToEven;
 #endif
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) per_value = per_value || any_bf16_nan_or_inf(raw[i]);
+    uint32_t w[kWords];
+    words(w);
+    per_value = per_value || any_bf16_nan_or_inf<kWords>(w);
     if (per_value) {
       decode();
       return pack_e2m1(v, ties, quotient);
     }
     const E2m1Thresholds thresholds(s, ties);
     if constexpr (kN == 8) {
-      return thresholds.codes(raw[0]);
+      return thresholds.codes<4>(w);
     } else {
-      return make_uint2(thresholds.codes(raw[0]), thresholds.codes(raw[1]));
+      return make_uint2(thresholds.codes<4>(w), thresholds.codes<4>(w + 4));
     }
   }
 

@@ -1,9 +1,10 @@
 // The DeepSeek store kernels (index-K bf16 and fp8, FlashMLA V4 and V3.2, fused). One group of
-// lanes per row: each lane moves 16-byte vectors, reads the count, its row's slot and its input
-// together (so their latencies overlap), applies the one guard, and only then writes. Rows at or
-// past num_tokens read nothing. The quantizing kernels take kN = 8 or 16 values per lane
-// (launchers: 8 for decode-size batches, where the chain after the loads is the latency; 16 for
-// large ones, where fewer lanes per row move the same bytes).
+// lanes per row: each lane moves 8- or 16-byte vectors, reads the count, its row's slot and its
+// input together (so their latencies overlap), applies the one guard, and only then writes. Rows
+// at or past num_tokens read nothing. The quantizing kernels take kN = 4, 8 or 16 values per lane
+// (launchers, launch.cuh: 8 for decode-size batches, where the chain after the loads is the
+// latency, 16 for large ones, where fewer lanes per row move the same bytes; the fp8 index-K
+// kernel 4 up to 128 rows).
 #pragma once
 
 #include "cachestore/layout.h"
@@ -139,14 +140,14 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
   if (is_nope) {
     *reinterpret_cast<Fp8Bytes<kN>*>(data_row + kN * lane) = q;
   } else {
-    uint8_t* rope_dst = data_row + layout::kV4NopeDim + 2 * kN * (lane - kNopeLanes);
-#pragma unroll
-    for (int i = 0; i < Bf16Vals<kN>::kVecs; ++i) store_vec(rope_dst + 16 * i, x.raw[i]);
+    x.store_raw(data_row + layout::kV4NopeDim + 2 * kN * (lane - kNopeLanes));
   }
-  // The first lane of each tile writes its scale byte; the first RoPE lane's "tile" is the pad
-  // byte after the seven scales (kNopeLanes / kTileLanes == kV4NumTiles), which is 0.
+  // Every lane of a tile writes its scale byte (the same value: the warp's store merges them);
+  // the RoPE lanes' "tile" is the pad byte after the seven scales (kNopeLanes / kTileLanes ==
+  // kV4NumTiles), which is 0. Writing from one lane of the tile put an EXIT between the two
+  // stores, and the compiler moved the scale address's arithmetic behind it.
   static_assert(kNopeLanes / kTileLanes == layout::kV4NumTiles, "the pad byte follows the scales");
-  if (lane % kTileLanes == 0) scale_row[lane / kTileLanes] = is_nope ? e8 : 0;
+  scale_row[lane / kTileLanes] = is_nope ? e8 : 0;
 }
 
 // ---- MLA V3.2: lane l holds NoPE values kN*l..kN*l+kN-1 (128/kN lanes per 128-value tile);

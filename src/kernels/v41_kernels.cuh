@@ -107,7 +107,9 @@ __device__ __forceinline__ void store_mla_v41_row(const GuardArgs& guard, const 
           return markstein_quotient<true>(v, s, r);
         });
   }
-  if (lane % kTileLanes == 0) scale_row[lane / kTileLanes] = scale_byte;
+  // Every lane of a tile writes the tile's scale byte (the same value), as V4 does: no EXIT
+  // between the two stores.
+  scale_row[lane / kTileLanes] = scale_byte;
 }
 
 }  // namespace cachestore::kernels
