@@ -96,6 +96,8 @@ constexpr int kStreamLaunches = 100;
 constexpr int32_t kPage = 64;
 constexpr int64_t kMaxRows = 262144;
 
+const auto g_process_start = std::chrono::steady_clock::now();
+
 // Device buffers shared by all rows, allocated once.
 struct Pool {
   int64_t l2_bytes = 0;
@@ -525,6 +527,10 @@ void run_row(benchmark::State& state, Row r) {
   state.counters["GBps"] = gbps;
   state.counters["pct_copy"] = 100.0 * gbps / p.copy_gbps;
   state.counters["input_sets"] = sets;
+  // When the row ran (seconds after the process started; the JSON's context has the start date):
+  // gpu-check logs the clocks and temperature beside it (NOTES.md, item 16).
+  state.counters["t_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                        g_process_start).count();
   if (baseline) {
     state.counters["baseline_us"] = median(baseline_us);
     state.counters["x_baseline"] = us / median(baseline_us);
