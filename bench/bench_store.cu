@@ -528,7 +528,7 @@ void run_row(benchmark::State& state, Row r) {
   state.counters["pct_copy"] = 100.0 * gbps / p.copy_gbps;
   state.counters["input_sets"] = sets;
   // When the row ran (seconds after the process started; the JSON's context has the start date):
-  // gpu-check logs the clocks and temperature beside it (NOTES.md, item 16).
+  // gpu-check logs the clocks and temperature beside it (NOTES.md, items 16-17).
   state.counters["t_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                                         g_process_start).count();
   if (baseline) {
@@ -546,7 +546,7 @@ void register_rows() {
   const int64_t sizes[] = {1, 8, 32, 128, 512, 4096, 16384, 65536, 262144};
   // Every graph row before any stream row: once a stream row has launched its 100 kernels
   // eagerly, every non-PDL graph node of the process reads ~0.17 us slower at small n (PDL
-  // edges do not; NOTES.md, item 16), so interleaving the modes measured the graph rows in two
+  // edges do not; NOTES.md, items 16-17), so interleaving the modes measured the graph rows in two
   // states. The graph rows now all run in the state of a process that has only replayed graphs.
   for (Mode mode : {Mode::kGraph, Mode::kStream})
     for (const OpInfo& op : kOps)

@@ -48,7 +48,7 @@ inline Status grid_for_rows(int64_t rows, int64_t rows_per_block, dim3* grid) {
 // after the loads is the latency, and a lane's share of it shrinks with its values), 16 above
 // (large batches: fewer lanes for the same bytes). The fp8 index-K kernel takes 4 up to
 // kTinyBatchRows (one warp per 128-value block at D = 128: its amax is one reduction); the MLA
-// rows measured slower at 4 (four warps a row) than at 8 (NOTES.md, item 17).
+// rows measured slower at 4 (four warps a row) than at 8 (NOTES.md, item 18).
 inline constexpr int64_t kTinyBatchRows = 128;
 inline constexpr int64_t kSmallBatchRows = 1024;
 inline int32_t values_per_lane(int64_t num_tokens, bool four) {
