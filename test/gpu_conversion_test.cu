@@ -44,11 +44,12 @@ struct Mismatches {
 //  - e2m1 by cuda_fp4.h's __nv_cvt_float2_to_fp4x2 (rn) as compiled here: NVIDIA's software
 //    emulation of that instruction, so the reference and the native path agree too.
 //  - the V41 scale byte from amax's bits (detail::v41_scale_byte) against DESIGN.md's formula,
-//    for every non-negative amax.
+//    for every non-negative amax; the same for the index-K pow2 / V4 byte and the V3.2 pow2 byte
+//    (detail::v4_scale_byte, v32_pow2_scale_byte: the sm_90 image's path, kernels::pow2_scale_byte).
 //  - the kernels' UE8M0 round-up of a scale (kernels::ue8m0_round_up: from the bits on sm_90),
 //    over its domain [FLT_MIN, +Inf]: each pattern x is mapped to max(|x|, FLT_MIN).
 enum class Conversion { kE4m3, kUe8m0, kE2m1Even, kE2m1TowardZero, kE2m1CudaFp4, kV41Scale,
-                        kUe8m0Scale };
+                        kUe8m0Scale, kV4Scale, kV32Pow2Scale };
 const char* conversion_name(Conversion c) {
   switch (c) {
     case Conversion::kE4m3: return "E4m3";
@@ -58,6 +59,8 @@ const char* conversion_name(Conversion c) {
     case Conversion::kE2m1CudaFp4: return "E2m1CudaFp4Header";
     case Conversion::kV41Scale: return "V41ScaleByte";
     case Conversion::kUe8m0Scale: return "Ue8m0OfScale";
+    case Conversion::kV4Scale: return "V4ScaleByte";
+    case Conversion::kV32Pow2Scale: return "V32Pow2ScaleByte";
   }
   return "?";
 }
@@ -82,6 +85,8 @@ __device__ __forceinline__ uint8_t device_conversion(Conversion which, float x) 
       return __nv_cvt_float2_to_fp4x2(make_float2(x, 0.0f), __NV_E2M1, cudaRoundNearest) & 0xf;
     case Conversion::kV41Scale: return isnan(x) ? 0 : detail::v41_scale_byte(fabsf(x));
     case Conversion::kUe8m0Scale: return kernels::ue8m0_round_up(scale_domain(x));
+    case Conversion::kV4Scale: return isnan(x) ? 0 : detail::v4_scale_byte(fabsf(x));
+    case Conversion::kV32Pow2Scale: return isnan(x) ? 0 : detail::v32_pow2_scale_byte(fabsf(x));
   }
   return 0;
 }
@@ -95,6 +100,9 @@ __host__ __device__ inline uint8_t reference_conversion(Conversion which, float 
     case Conversion::kE2m1TowardZero: return reference::e2m1_from_float(x, false);
     case Conversion::kV41Scale: return x != x ? 0 : reference::v41_scale_byte_formula(fabsf(x));
     case Conversion::kUe8m0Scale: return reference::ue8m0_from_float_rp_satfinite(scale_domain(x));
+    case Conversion::kV4Scale: return x != x ? 0 : reference::v4_scale_byte_formula(fabsf(x));
+    case Conversion::kV32Pow2Scale:
+      return x != x ? 0 : reference::v32_pow2_scale_byte_formula(fabsf(x));
   }
   return 0;
 }
@@ -124,7 +132,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, ConversionTest,
                          ::testing::Values(Conversion::kE4m3, Conversion::kUe8m0,
                                            Conversion::kE2m1Even, Conversion::kE2m1TowardZero,
                                            Conversion::kE2m1CudaFp4, Conversion::kV41Scale,
-                                           Conversion::kUe8m0Scale),
+                                           Conversion::kUe8m0Scale, Conversion::kV4Scale,
+                                           Conversion::kV32Pow2Scale),
                          [](const auto& info) { return conversion_name(info.param); });
 
 TEST_P(ConversionTest, EveryFloatMatchesReference) {

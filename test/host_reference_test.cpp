@@ -321,6 +321,33 @@ TEST(E2m1Reference, HandWorkedValues) {
   EXPECT_EQ(e2m1_from_float(-0.1f), 0x8);
 }
 
+// The power-of-two scale bytes from amax's bits (detail::pow2_scale_byte: what the sm_90 image
+// computes) against their formulas, for every amax the kernels can meet: amax is the largest
+// magnitude of bf16 values, so every non-negative bf16 (zero, subnormals, Inf) and nothing else.
+TEST(Pow2ScaleRules, BytesFromBitsMatchFormulasForEveryBf16Amax) {
+  int checked = 0;
+  for (uint32_t b = 0; b <= 0x7f80u; ++b) {
+    const float amax = detail::bf16_bits_to_float(static_cast<uint16_t>(b));
+    ASSERT_EQ(detail::v4_scale_byte(amax), reference::v4_scale_byte_formula(amax)) << amax;
+    ASSERT_EQ(detail::index_k_pow2_scale_byte(amax), reference::v4_scale_byte_formula(amax))
+        << amax;
+    ASSERT_EQ(detail::v32_pow2_scale_byte(amax), reference::v32_pow2_scale_byte_formula(amax))
+        << amax;
+    if (b < 0x7f80u)  // V41 differs only for Inf (247, the peer's byte)
+      ASSERT_EQ(detail::v41_scale_byte(amax), reference::v32_pow2_scale_byte_formula(amax))
+          << amax;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 0x7f81);
+  // By hand: 448 * 2^k -> 127 + k; just above -> one more; the floors; Inf.
+  EXPECT_EQ(detail::v4_scale_byte(448.0f), 127);
+  EXPECT_EQ(detail::v4_scale_byte(std::nextafter(448.0f, 1e9f)), 128);
+  EXPECT_EQ(detail::v4_scale_byte(0.0f), 105);    // 1e-4 / 448 rounds up to 2^-22
+  EXPECT_EQ(detail::v32_pow2_scale_byte(0.0f), 114);  // 1e-4 rounds up to 2^-13
+  EXPECT_EQ(detail::v4_scale_byte(INFINITY), 254);
+  EXPECT_EQ(detail::v32_pow2_scale_byte(INFINITY), 254);
+}
+
 TEST(V41ScaleRules, HandWorkedVectors) {
   // amax 448 * 2^k: scale 2^k; just above: 2^(k+1); the floor 2^-13 (byte 114); Inf: 247.
   EXPECT_EQ(v41_scale_byte_formula(448.0f), 127);

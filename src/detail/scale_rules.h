@@ -94,15 +94,44 @@ CACHESTORE_HOST_DEVICE inline uint32_t float_bits(float f) {
   return u;
 }
 
-// V41 (per 32 values): e = ceil(log2(max(amax / 448, 1e-4))), scale byte e + 127, taken from
-// amax's bits as SGLang's kernel does: exp_field - 8 + (mantissa > 0x600000, i.e. amax's
-// significand above 1.75 = 448 / 2^8), at least 114 (2^-13, the first power of two above 1e-4).
-// Equal to the formula for every finite amax (gpu_conversion_test checks all of them); an Inf
-// amax gives 247, the peer's byte, where the formula would saturate.
-CACHESTORE_HOST_DEVICE inline uint8_t v41_scale_byte(float amax) {
+// A power-of-two scale's UE8M0 byte, ceil(log2(amax / 448)) + 127, from amax's bits as SGLang's
+// V4.1 kernel does: exp_field - 8 + (mantissa > 0x600000, i.e. amax's significand above 1.75 =
+// 448 / 2^8), at least `min_byte` (the formula's floor), `inf_byte` for an Inf amax. For every
+// other amax >= 0 (never NaN) it is the UE8M0 round-up of the IEEE quotient amax / 448 with that
+// floor: a significand s in [1, 1.75] gives a quotient in (2^(k-1), 2^k] that rounds to at most
+// 2^k, one above 1.75 (by 2^-23 or more) a quotient more than half an ulp above 2^k. A compare
+// and an add instead of the division and the round-up on the chain after the loads. Checked
+// against the formula for every fp32 amax (gpu_conversion_test) and every bf16 one here
+// (host_reference_test).
+CACHESTORE_HOST_DEVICE inline uint8_t pow2_scale_byte(float amax, int32_t min_byte,
+                                                      uint8_t inf_byte) {
   const uint32_t u = float_bits(amax);
   const int32_t e = static_cast<int32_t>((u >> 23) & 0xffu) - 8 + ((u & 0x7fffffu) > 0x600000u);
-  return static_cast<uint8_t>(e > 114 ? e : 114);
+  return (u & 0x7fffffffu) == 0x7f800000u ? inf_byte
+                                          : static_cast<uint8_t>(e > min_byte ? e : min_byte);
+}
+
+// index-K pow2 and MLA V4: the UE8M0 round-up of max(amax, 1e-4) / 448 (index_k_scale_base,
+// v4_scale_base): at least 105 (1e-4 / 448 rounds up to 2^-22), 254 for an Inf amax (satfinite).
+inline constexpr int32_t kIndexKPow2MinByte = 105;
+CACHESTORE_HOST_DEVICE inline uint8_t index_k_pow2_scale_byte(float amax) {
+  return pow2_scale_byte(amax, kIndexKPow2MinByte, 254);
+}
+CACHESTORE_HOST_DEVICE inline uint8_t v4_scale_byte(float amax) {
+  return index_k_pow2_scale_byte(amax);
+}
+
+// MLA V3.2 pow2: the UE8M0 round-up of max(amax / 448, 1e-4) (v32_pow2_scale_base): at least
+// 114 (2^-13, the first power of two above 1e-4), 254 for an Inf amax.
+inline constexpr int32_t kV32Pow2MinByte = 114;
+CACHESTORE_HOST_DEVICE inline uint8_t v32_pow2_scale_byte(float amax) {
+  return pow2_scale_byte(amax, kV32Pow2MinByte, 254);
+}
+
+// V41 (per 32 values): e = ceil(log2(max(amax / 448, 1e-4))), as V3.2 pow2, but an Inf amax gives
+// 247 (exp_field(Inf) - 8), the byte SGLang's kernel writes, where the formula would saturate.
+CACHESTORE_HOST_DEVICE inline uint8_t v41_scale_byte(float amax) {
+  return pow2_scale_byte(amax, kV32Pow2MinByte, 247);
 }
 
 // V41_FP4 (per 16 values): the value whose e4m3 encoding is the scale byte,

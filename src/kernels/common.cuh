@@ -460,6 +460,22 @@ __device__ __forceinline__ uint8_t ue8m0_round_up(float x) {
 #endif
 }
 
+// The UE8M0 byte of a power-of-two scale rule (index-K pow2, V4, V3.2 pow2): on the native images
+// the instruction's round-up of the rule's quotient, `quotient(amax)`; elsewhere the same byte
+// from amax's bits, `from_bits(amax)` (detail::pow2_scale_byte: a compare and an add instead of
+// the division and the round-up on the chain after the loads). Both are checked against the
+// formula over every fp32 amax (gpu_conversion_test: the bits directly, the instruction through
+// cuda_fp8.h's emulation of it and the PTX definition).
+template <typename Quotient, typename FromBits>
+__device__ __forceinline__ uint8_t pow2_scale_byte(float amax, Quotient quotient,
+                                                   FromBits from_bits) {
+#if CACHESTORE_NATIVE_SHORT_CVT
+  return ue8m0_round_up(quotient(amax));
+#else
+  return from_bits(amax);
+#endif
+}
+
 // Amax over the `kLanes` consecutive lanes that hold one quantization block, returned to every
 // lane of the group (each lane scales its own values by it). The whole warp must take part
 // (callers keep the lanes of rows past the batch until here): a mask of the group's lanes made

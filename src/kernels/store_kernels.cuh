@@ -61,16 +61,17 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
   if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0, count_negative))
     return;
   x.decode();
-  const float base = detail::index_k_scale_base(amax);
   float scale;
   Fp8Bytes<kN> q;
   if constexpr (kRule == ScaleRule::kPow2) {
-    const uint8_t e8 = ue8m0_round_up(base);
+    const uint8_t e8 =
+        pow2_scale_byte(amax, [](float a) { return detail::index_k_scale_base(a); },
+                        [](float a) { return detail::index_k_pow2_scale_byte(a); });
     scale = detail::ue8m0_to_float(e8);
     q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));  // x * 2^-e == x / 2^e exactly
   } else {
-    scale = base;
-    q = x.template to_e4m3_divided<ScaleSource::kIndexKAmax>(base);
+    scale = detail::index_k_scale_base(amax);
+    q = x.template to_e4m3_divided<ScaleSource::kIndexKAmax>(scale);
   }
   // Both addresses before either store, so that the scale store issues right after the data.
   uint8_t* const data = a.cache.data + layout::index_k_fp8_data_offset(pos.local_page, pos.in_page,
@@ -135,7 +136,8 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
   // Every lane quantizes (the RoPE lanes' results are dropped) and only the stores depend on the
   // kind of lane: the warp that holds both kinds then diverges for a store, not for the chain.
   x.decode();
-  const uint8_t e8 = ue8m0_round_up(detail::v4_scale_base(amax));
+  const uint8_t e8 = pow2_scale_byte(amax, [](float a) { return detail::v4_scale_base(a); },
+                                     [](float a) { return detail::v4_scale_byte(a); });
   const Fp8Bytes<kN> q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
   if (is_nope) {
     *reinterpret_cast<Fp8Bytes<kN>*>(data_row + kN * lane) = q;
@@ -175,7 +177,9 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
   float scale;
   Fp8Bytes<kN> q;
   if (a.rule == ScaleRule::kPow2) {
-    const uint8_t e8 = ue8m0_round_up(detail::v32_pow2_scale_base(amax));
+    const uint8_t e8 =
+        pow2_scale_byte(amax, [](float a) { return detail::v32_pow2_scale_base(a); },
+                        [](float a) { return detail::v32_pow2_scale_byte(a); });
     scale = detail::ue8m0_to_float(e8);
     q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
   } else {

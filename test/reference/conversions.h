@@ -125,6 +125,18 @@ CACHESTORE_HOST_DEVICE inline uint8_t v41_scale_byte_formula(float amax) {
   return ue8m0_from_float_rp_satfinite(q > 1e-4f ? q : 1e-4f);
 }
 
+// The index-K pow2 / V4 scale byte by DESIGN.md's formula: the UE8M0 round-up of
+// max(amax, 1e-4) / 448 (IEEE division; satfinite: an Inf amax gives 254).
+CACHESTORE_HOST_DEVICE inline uint8_t v4_scale_byte_formula(float amax) {
+  return ue8m0_from_float_rp_satfinite((amax > 1e-4f ? amax : 1e-4f) / 448.0f);
+}
+
+// The V3.2 pow2 scale byte by its formula: the UE8M0 round-up of max(amax / 448, 1e-4).
+CACHESTORE_HOST_DEVICE inline uint8_t v32_pow2_scale_byte_formula(float amax) {
+  const float q = amax / 448.0f;
+  return ue8m0_from_float_rp_satfinite(q > 1e-4f ? q : 1e-4f);
+}
+
 // e4m3 byte -> fp32, exactly (the format's definition: bias 7, subnormals k * 2^-9).
 CACHESTORE_HOST_DEVICE inline float e4m3_to_float(uint8_t byte) {
   const int exp = (byte >> 3) & 0xf, man = byte & 0x7;
