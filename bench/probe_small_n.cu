@@ -135,8 +135,26 @@ int main(int argc, char** argv) {
   // before a small-n row of bench_store leave the L2 full of dirty lines. Inside the full
   // bench_store run the small-n non-PDL nodes read ~0.2 us slower than alone (NOTES.md, item 16);
   // this tests whether the L2's state is why.
+  // --n=1,32,128,512: the batch sizes (default 1 and 32; at most 512 rows, the buffers' size).
   bool dirty_l2 = false;
-  for (int i = 1; i < argc; ++i) dirty_l2 = dirty_l2 || std::string(argv[i]) == "--dirty-l2";
+  std::vector<int64_t> sizes = {1, 32};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    dirty_l2 = dirty_l2 || arg == "--dirty-l2";
+    if (arg.rfind("--n=", 0) == 0) {
+      sizes.clear();
+      for (size_t at = 4; at < arg.size();) {
+        const size_t comma = std::min(arg.find(',', at), arg.size());
+        const int64_t n = std::stoll(arg.substr(at, comma - at));
+        if (n < 1 || n > 512) {
+          std::fprintf(stderr, "probe_small_n: --n: %lld is not in [1, 512]\n", static_cast<long long>(n));
+          return 1;
+        }
+        sizes.push_back(n);
+        at = comma + 1;
+      }
+    }
+  }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::fprintf(stderr, "probe_small_n: no CUDA device; it needs a GPU\n");
@@ -167,7 +185,7 @@ int main(int argc, char** argv) {
   uint8_t* dirty = dirty_l2 ? test::device_alloc<uint8_t>(dirty_bytes) : nullptr;
   if (dirty_l2) std::printf("before every round: %zu MB written (4x the L2)\n", dirty_bytes >> 20);
 
-  for (const int64_t rows : {int64_t{1}, int64_t{32}}) {
+  for (const int64_t rows : sizes) {
     const int32_t n_host = static_cast<int32_t>(rows);
     CACHESTORE_CHECK_CUDA(cudaMemcpy(n_dev, &n_host, 4, cudaMemcpyHostToDevice));
     const Batch batch{rows, n_dev, nullptr};
@@ -303,6 +321,8 @@ int main(int argc, char** argv) {
     add("V4 kN=8, 1 row/block", v4_direct(8, 1));
     add("V4 kN=8, 2 rows/block", v4_direct(8, 2));
     add("V4 kN=16, 1 row/block", v4_direct(16, 1));
+    add("V4 kN=16, 4 rows/block", v4_direct(16, 4));
+    add("V4 kN=8, 4 rows/block", v4_direct(8, 4));
     add("V41", [&, v41](cudaStream_t s) { check(fused_store_cache(v41, s)); });
     add("V3.2 pow2", [&, v32](cudaStream_t s) { check(fused_store_cache(v32, s)); });
     add("V4 + fp8 index", [&, v4_index](cudaStream_t s) { check(fused_store_cache(v4_index, s)); });
