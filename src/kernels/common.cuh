@@ -450,7 +450,9 @@ struct Bf16Vals {
 // (through cuda_fp8.h) on sm_100a; elsewhere from x's bits, the exponent field plus one when the
 // significand is not 1, at most 254 (cuda_fp8.h's emulation of the instruction handles every
 // input, with branches, on the chain after the loads). Both checked against the PTX definition
-// over the whole domain (gpu_conversion_test).
+// over the whole domain (gpu_conversion_test). The stores call it on the native images only
+// (pow2_scale_byte); the other images take the byte from amax's bits, and the bits path here is
+// what the conversion test checks against the instruction's definition.
 __device__ __forceinline__ uint8_t ue8m0_round_up(float x) {
 #if CACHESTORE_NATIVE_SHORT_CVT
   return __nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundPosInf);
