@@ -202,6 +202,12 @@ __device__ __forceinline__ Fp8Bytes<kN> fp8_divided(const float (&v)[kN], float 
   });
 }
 
+// The two bf16 values of a 32-bit word decoded to fp32 (exact), the low half first.
+__device__ __forceinline__ void decode_bf16x2(uint32_t w, float* out) {
+  out[0] = __uint_as_float(w << 16);
+  out[1] = __uint_as_float(w & 0xffff0000u);
+}
+
 // The 8 16-bit values of one vector decoded to fp32 (exact), in memory order.
 template <KvDataType kType>
 __device__ __forceinline__ void decode_vec(const uint4& x, float* out) {
@@ -209,20 +215,13 @@ __device__ __forceinline__ void decode_vec(const uint4& x, float* out) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     if constexpr (kType == KvDataType::kBf16) {
-      out[2 * i] = detail::bf16_bits_to_float(static_cast<uint16_t>(w[i] & 0xffffu));
-      out[2 * i + 1] = detail::bf16_bits_to_float(static_cast<uint16_t>(w[i] >> 16));
+      decode_bf16x2(w[i], out + 2 * i);
     } else {
       const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
       out[2 * i] = f.x;
       out[2 * i + 1] = f.y;
     }
   }
-}
-
-// The two bf16 values of a 32-bit word decoded to fp32 (exact), the low half first.
-__device__ __forceinline__ void decode_bf16x2(uint32_t w, float* out) {
-  out[0] = __uint_as_float(w << 16);
-  out[1] = __uint_as_float(w & 0xffff0000u);
 }
 
 // ---- e2m1 (fp4) -------------------------------------------------------------------------------
