@@ -521,4 +521,23 @@ __device__ __forceinline__ void store_bytes(uint8_t* p, const Vec& v, bool align
   for (int i = 0; i < static_cast<int>(sizeof(Vec) / 4); ++i) out[i] = w[i];
 }
 
+// The guard of an MLA row (V4, V3.2, V4.1) whose values `x` are loading: the count and the slot
+// load beside them, then the tile's amax (the whole warp takes part), the row's page position
+// and the verdict. The row returns when `stored` is false.
+struct MlaRowGuard {
+  float amax;
+  PagePosition pos;
+  bool stored;
+};
+template <typename SlotT, int kTileLanes, int kN>
+__device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, const MlaArgs& a,
+                                                     int64_t row, int lane,
+                                                     const Bf16Vals<kN>& x) {
+  const int64_t n = load_token_count(guard);
+  const int64_t slot = load_slot<SlotT>(a.slots, row);
+  const float amax = group_amax<kTileLanes>(x.amax());
+  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
+  return {amax, pos, row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)};
+}
+
 }  // namespace cachestore::kernels

@@ -122,11 +122,8 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
   constexpr int kTileLanes = layout::kV4TileSize / kN;
   const bool is_nope = lane < kNopeLanes;
   Bf16Vals<kN> x(nope_or_rope_src<kN>(a, row, lane, kNopeLanes));
-  const int64_t n = load_token_count(guard);
-  const int64_t slot = load_slot<SlotT>(a.slots, row);
-  const float amax = group_amax<kTileLanes>(x.amax());
-  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
-  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)) return;
+  const auto [amax, pos, stored] = guard_mla_row<SlotT, kTileLanes>(guard, a, row, lane, x);
+  if (!stored) return;
 
   const int64_t page_size = int64_t{1} << a.cache.page_shift;
   uint8_t* data_row =
@@ -165,11 +162,8 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
   Bf16Vals<kN> x(a.nope + row * a.nope_row_stride + kN * lane);
   const uint4 rope = lane < kRopeLanes ? load_vec(a.rope + row * a.rope_row_stride + 8 * lane)
                                        : uint4{};
-  const int64_t n = load_token_count(guard);
-  const int64_t slot = load_slot<SlotT>(a.slots, row);
-  const float amax = group_amax<kTileLanes>(x.amax());
-  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
-  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)) return;
+  const auto [amax, pos, stored] = guard_mla_row<SlotT, kTileLanes>(guard, a, row, lane, x);
+  if (!stored) return;
 
   uint8_t* record =
       a.cache.data + layout::v32_record_offset(pos.local_page, pos.in_page, a.cache.page_stride);

@@ -77,11 +77,8 @@ __device__ __forceinline__ void store_mla_v41_row(const GuardArgs& guard, const 
   constexpr int kNopeLanes = layout::kV41NopeDim / kN;
   constexpr int kTileLanes = Format::kTile / kN;
   Bf16Vals<kN> x(nope_or_rope_src<kN>(a, row, lane, kNopeLanes));
-  const int64_t n = load_token_count(guard);
-  const int64_t slot = load_slot<SlotT>(a.slots, row);
-  const float amax = group_amax<kTileLanes>(x.amax());
-  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
-  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)) return;
+  const auto [amax, pos, stored] = guard_mla_row<SlotT, kTileLanes>(guard, a, row, lane, x);
+  if (!stored) return;
 
   const int64_t page_size = int64_t{1} << a.cache.page_shift;
   uint8_t* data_row = a.cache.data + layout::split_data_offset(Format::kRows, pos.local_page,
