@@ -362,12 +362,12 @@ struct Bf16Vals {
 
   // The 32-bit words (bf16 pairs) in memory order.
   __device__ __forceinline__ void words(uint32_t (&w)[kWords]) const {
+    if constexpr (kN == 4) {
+      w[0] = raw[0].x;
+      w[1] = raw[0].y;
+    } else {
 #pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      if constexpr (kN == 4) {
-        w[0] = raw[0].x;
-        w[1] = raw[0].y;
-      } else {
+      for (int i = 0; i < kLoads; ++i) {
         w[4 * i] = raw[i].x;
         w[4 * i + 1] = raw[i].y;
         w[4 * i + 2] = raw[i].z;
