@@ -116,25 +116,25 @@ CACHESTORE_HOST_DEVICE inline uint8_t e2m1_from_float(float x, bool ties_to_even
   return sign | code;
 }
 
-// The V41 scale byte by DESIGN.md's formula, e = ceil(log2(max(amax / 448, 1e-4))) (the UE8M0
-// round-up of the IEEE quotient is that ceiling: amax / 448 never rounds onto a power of two from
-// above); an Inf amax gives 247 (exp_field(Inf) - 8), the byte SGLang's kernel writes.
-CACHESTORE_HOST_DEVICE inline uint8_t v41_scale_byte_formula(float amax) {
-  if ((float_to_bits(amax) & 0x7fffffffu) == 0x7f800000u) return 247;
-  const float q = amax / 448.0f;
-  return ue8m0_from_float_rp_satfinite(q > 1e-4f ? q : 1e-4f);
-}
-
 // The index-K pow2 / V4 scale byte by DESIGN.md's formula: the UE8M0 round-up of
 // max(amax, 1e-4) / 448 (IEEE division; satfinite: an Inf amax gives 254).
 CACHESTORE_HOST_DEVICE inline uint8_t v4_scale_byte_formula(float amax) {
   return ue8m0_from_float_rp_satfinite((amax > 1e-4f ? amax : 1e-4f) / 448.0f);
 }
 
-// The V3.2 pow2 scale byte by its formula: the UE8M0 round-up of max(amax / 448, 1e-4).
+// The V3.2 pow2 scale byte by its formula: the UE8M0 round-up of max(amax / 448, 1e-4), i.e.
+// e = ceil(log2(max(amax / 448, 1e-4))) (the round-up of the IEEE quotient is that ceiling:
+// amax / 448 never rounds onto a power of two from above).
 CACHESTORE_HOST_DEVICE inline uint8_t v32_pow2_scale_byte_formula(float amax) {
   const float q = amax / 448.0f;
   return ue8m0_from_float_rp_satfinite(q > 1e-4f ? q : 1e-4f);
+}
+
+// The V41 scale byte by DESIGN.md's formula, V3.2 pow2's; but an Inf amax gives 247
+// (exp_field(Inf) - 8), the byte SGLang's kernel writes.
+CACHESTORE_HOST_DEVICE inline uint8_t v41_scale_byte_formula(float amax) {
+  if ((float_to_bits(amax) & 0x7fffffffu) == 0x7f800000u) return 247;
+  return v32_pow2_scale_byte_formula(amax);
 }
 
 // e4m3 byte -> fp32, exactly (the format's definition: bias 7, subnormals k * 2^-9).

@@ -69,10 +69,10 @@ void quantize_index_k_row(const uint16_t* k, int32_t head_dim, ScaleRule rule, u
                           float* scales) {
   for (int32_t b = 0; b < head_dim / layout::kQuantBlock; ++b) {
     const uint16_t* block = k + b * layout::kQuantBlock;
-    const float base = detail::index_k_scale_base(block_amax(block, layout::kQuantBlock));
-    const float scale =
-        rule == ScaleRule::kPow2 ? detail::ue8m0_to_float(ue8m0_from_float_rp_satfinite(base))
-                                 : base;
+    const float amax = block_amax(block, layout::kQuantBlock);
+    const float scale = rule == ScaleRule::kPow2
+                            ? detail::ue8m0_to_float(v4_scale_byte_formula(amax))
+                            : detail::index_k_scale_base(amax);
     for (int i = 0; i < layout::kQuantBlock; ++i)
       data[b * layout::kQuantBlock + i] = e4m3_from_float(bf16_bits_to_float(block[i]) / scale);
     scales[b] = scale;
@@ -83,8 +83,7 @@ void quantize_v4_row(const uint16_t* nope, const uint16_t* rope, uint8_t* data_r
                      uint8_t* scale_row) {
   for (int t = 0; t < layout::kV4NumTiles; ++t) {
     const uint16_t* tile = nope + t * layout::kV4TileSize;
-    const uint8_t e8 = ue8m0_from_float_rp_satfinite(
-        detail::v4_scale_base(block_amax(tile, layout::kV4TileSize)));
+    const uint8_t e8 = v4_scale_byte_formula(block_amax(tile, layout::kV4TileSize));
     const float inv = detail::ue8m0_reciprocal(e8);
     for (int i = 0; i < layout::kV4TileSize; ++i)
       data_row[t * layout::kV4TileSize + i] = e4m3_from_float(bf16_bits_to_float(tile[i]) * inv);
@@ -100,8 +99,7 @@ void quantize_v32_row(const uint16_t* nope, const uint16_t* rope, ScaleRule rule
     const uint16_t* tile = nope + t * layout::kV32TileSize;
     const float amax = block_amax(tile, layout::kV32TileSize);
     const float scale = rule == ScaleRule::kPow2
-                            ? detail::ue8m0_to_float(ue8m0_from_float_rp_satfinite(
-                                  detail::v32_pow2_scale_base(amax)))
+                            ? detail::ue8m0_to_float(v32_pow2_scale_byte_formula(amax))
                             : detail::v32_amax_scale(amax);
     for (int i = 0; i < layout::kV32TileSize; ++i)
       record[t * layout::kV32TileSize + i] = e4m3_from_float(bf16_bits_to_float(tile[i]) / scale);
