@@ -114,6 +114,136 @@ probe_fp8_bounded(const kernels::GuardArgs guard, const kernels::IndexKArgs a) {
   probe_fp8_row<kParts>(guard, a);
 }
 
+// A V4 row's data row and scale row in the cache (as store_mla_v4_row computes them).
+struct V4RowPointers {
+  uint8_t* data;
+  uint8_t* scale;
+};
+__device__ __forceinline__ V4RowPointers v4_row_pointers(const kernels::MlaArgs& a,
+                                                         const kernels::PagePosition& pos) {
+  const int64_t page_size = int64_t{1} << a.cache.page_shift;
+  return {a.cache.data + layout::v4_data_offset(pos.local_page, pos.in_page, a.cache.page_stride),
+          a.cache.data + layout::v4_scale_offset(pos.local_page, pos.in_page, page_size,
+                                                 a.cache.page_stride)};
+}
+
+// The V4 row (kN = 8: 56 NoPE lanes in tiles of 8, 8 RoPE lanes; one row on two warps, as the
+// library at decode sizes) with the same parts taken away as the fp8 probe above: does a guarded
+// store of V4's shape (NoPE / RoPE selects, two regions of the page, the scale byte) already sit
+// above V4's target before it quantizes anything? Off kQuantize: the NoPE lanes store the low 8
+// bytes of their input, the scale byte is amax's exponent byte (no arithmetic after the loads).
+template <unsigned kParts>
+__global__ void probe_v4_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs a) {
+  using namespace kernels;
+  constexpr int kN = 8;
+  constexpr int kNopeLanes = layout::kV4NopeDim / kN;
+  constexpr int kTileLanes = layout::kV4TileSize / kN;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / 2) + threadIdx.y / 2;
+  const int lane = (threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
+  if (row >= guard.num_tokens) return;
+  const bool is_nope = lane < kNopeLanes;
+  Bf16Vals<kN> x(nope_or_rope_src<kN>(a, row, lane, kNopeLanes));
+  const int64_t n = (kParts & kGuard) ? load_token_count(guard) : guard.num_tokens;
+  const int64_t slot = load_slot<int64_t>(a.slots, row);
+  const float amax = (kParts & kReduce) ? group_amax<kTileLanes>(x.amax()) : x.amax();
+  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
+  if ((kParts & kGuard) ? !row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)
+                        : slot < 0)
+    return;
+  const auto [data_row, scale_row] = v4_row_pointers(a, pos);
+  Fp8Bytes<kN> q = make_uint2(x.raw[0].x, x.raw[0].y);
+  uint8_t e8 = static_cast<uint8_t>(__float_as_uint(amax) >> 23);
+  if (kParts & kQuantize) {
+    x.decode();
+    e8 = pow2_scale_byte(amax, [](float a) { return detail::v4_scale_base(a); },
+                         [](float a) { return detail::v4_scale_byte(a); });
+    q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
+  }
+  if (is_nope) {
+    *reinterpret_cast<Fp8Bytes<kN>*>(data_row + kN * lane) = q;
+  } else {
+    x.store_raw(data_row + layout::kV4NopeDim + 2 * kN * (lane - kNopeLanes));
+  }
+  if (kParts & kScale) scale_row[lane / kTileLanes] = is_nope ? e8 : 0;
+}
+
+// V4 in SGLang's shape: 2 values a lane, one warp per 64-value tile (7 NoPE warps, the 8th
+// copies the RoPE pairs), so the tile's amax is one full-warp redux.sync and each lane's chain is
+// two products and one conversion. Same guard, page math and stores as the library row.
+__global__ void probe_v4_pairs_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs a) {
+  using namespace kernels;
+  const int64_t row = blockIdx.x;
+  const int warp = threadIdx.y, lane = threadIdx.x;
+  if (row >= guard.num_tokens) return;
+  const bool is_nope = warp < layout::kV4NumTiles;
+  const uint16_t* src = is_nope ? a.nope + row * a.nope_row_stride + 64 * warp + 2 * lane
+                                : a.rope + row * a.rope_row_stride + 2 * lane;
+  const uint32_t w = *reinterpret_cast<const uint32_t*>(src);
+  const int64_t n = load_token_count(guard);
+  const int64_t slot = load_slot<int64_t>(a.slots, row);
+  const uint32_t magnitude = max(w & 0x7fffu, (w >> 16) & 0x7fffu) << 16;
+  const float amax = __uint_as_float(__reduce_max_sync(0xffffffffu, magnitude));
+  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
+  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0 && warp == 0))
+    return;
+  const auto [data_row, scale_row] = v4_row_pointers(a, pos);
+  const uint8_t e8 = detail::v4_scale_byte(amax);
+  const float r = detail::ue8m0_reciprocal(e8);
+  const uint16_t q = static_cast<uint16_t>(__nv_cvt_float2_to_fp8x2(
+      make_float2(__uint_as_float(w << 16) * r, __uint_as_float(w & 0xffff0000u) * r),
+      __NV_SATFINITE, __NV_E4M3));
+  if (is_nope) {
+    *reinterpret_cast<uint16_t*>(data_row + 64 * warp + 2 * lane) = q;
+  } else {
+    *reinterpret_cast<uint32_t*>(data_row + layout::kV4NopeDim + 4 * lane) = w;
+  }
+  if (lane == 0) scale_row[warp] = is_nope ? e8 : 0;
+}
+
+// The fused V4 + fp8 index-K kernel (the library's fused_store_kernel's split: the first warps of
+// a block store KV rows, the rest index rows), to find why either kind of row runs ~0.08x slower
+// in it than in a kernel of its own (NOTES.md, item 20). One suspect at a time: kByBlock, each
+// block's role from blockIdx.y (uniform) instead of the warp's index; kFixedRule, the index rule
+// a template parameter (one index path, no branch to the second); kMinBlocks = 4, 32 registers
+// instead of 40; kv_warps, blocks of one kind of row only.
+template <bool kByBlock, bool kFixedRule = false, int kMinBlocks = 3>
+__global__ void __launch_bounds__(kernels::kMaxBlockThreads, kMinBlocks)
+probe_fused_v4_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs kv,
+                      const kernels::IndexKArgs index, const int32_t rows_per_block,
+                      const int32_t kv_warps = -1) {
+  using namespace kernels;
+  constexpr int kWarpsPerRow = 2;
+  begin_store(guard);
+  const int warp = threadIdx.y;
+  const int64_t first_row = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  // kv_warps (>= 0): the warps that store KV rows, if not rows_per_block * 2 (0: index rows only;
+  // a block of KV warps only: KV rows only).
+  const int kv_limit = kv_warps >= 0 ? kv_warps : rows_per_block * kWarpsPerRow;
+  const bool kv_role = kByBlock ? blockIdx.y == 0 : warp < kv_limit;
+  const auto kv_row = [&] {
+    const int64_t row = first_row + warp / kWarpsPerRow;
+    const int lane = (warp % kWarpsPerRow) * 32 + static_cast<int>(threadIdx.x);
+    if (row >= guard.num_tokens) return;
+    store_mla_v4_row<int64_t, 8>(guard, kv, row, lane);
+  };
+  const auto index_row = [&] {
+    const int local = (kByBlock ? warp : warp - kv_limit) * 32 + threadIdx.x;
+    const int row_in_block = local >> index.lanes_log2;
+    const int64_t row = first_row + row_in_block;
+    const bool live = row_in_block < rows_per_block && row < guard.num_tokens;
+    const int lane = local & ((1 << index.lanes_log2) - 1);
+    if (kFixedRule)
+      store_index_k_fp8_row<int64_t, 8, ScaleRule::kAmax>(guard, index, row, lane, live, false);
+    else
+      store_index_k_fp8_row_any_rule<int64_t, 8>(guard, index, row, lane, live, false);
+  };
+  if (kv_role) {
+    kv_row();
+  } else {
+    index_row();
+  }
+}
+
 struct Variant {
   std::string name;
   std::function<void(cudaStream_t)> launch;
@@ -318,6 +448,88 @@ int main(int argc, char** argv) {
     add("V4", [&, v4](cudaStream_t s) { check(fused_store_cache(v4, s)); });
     add("V4 no count", [&, p = with(v4, [&](auto& q) { q.batch = batch_all; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
     add("V4 int32 slots", [&, p = with(v4, [&](auto& q) { q.kv_slots = s32; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
+    const auto probe_v4 = [&](auto kernel) {
+      return [=](cudaStream_t s) {
+        kernel<<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(guard, mla);
+      };
+    };
+    add("probe V4: all", probe_v4(probe_v4_kernel<kAll>));
+    add("probe V4: no reduce", probe_v4(probe_v4_kernel<kAll & ~kReduce>));
+    add("probe V4: no quantize", probe_v4(probe_v4_kernel<kAll & ~kQuantize>));
+    add("probe V4: no guard", probe_v4(probe_v4_kernel<kAll & ~kGuard>));
+    add("probe V4: no scale store", probe_v4(probe_v4_kernel<kAll & ~kScale>));
+    add("probe V4: guard + copy", probe_v4(probe_v4_kernel<kGuard | kScale>));
+    add("probe V4: guard + copy, 1 region", probe_v4(probe_v4_kernel<kGuard>));
+    add("probe V4: copy only", probe_v4(probe_v4_kernel<0>));
+    add("probe V4: 2 a lane, 8 warps", [=](cudaStream_t s) {
+      probe_v4_pairs_kernel<<<static_cast<unsigned>(rows), dim3(32, 8), 0, s>>>(guard, mla);
+    });
+    const auto mla_alone = [&](int rows_per_block) {
+      return [=](cudaStream_t s) {
+        const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+        kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8>
+            <<<blocks, dim3(32, 2 * rows_per_block), 0, s>>>(guard, mla);
+      };
+    };
+    add("V4 alone kN=8, 1 row/block", mla_alone(1));
+    add("V4 alone kN=8, 2 rows/block", mla_alone(2));
+    const kernels::MlaArgs mla_index = mla;
+    const auto fused_probe = [&](bool by_block, int rows_per_block) {
+      return [=](cudaStream_t s) {
+        const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+        const int index_warps = (rows_per_block * 16 + 31) / 32;
+        if (by_block)
+          probe_fused_v4_kernel<true><<<dim3(blocks, 2), dim3(32, 2 * rows_per_block), 0, s>>>(
+              guard, mla_index, fp8_args, rows_per_block);
+        else
+          probe_fused_v4_kernel<false><<<blocks, dim3(32, 2 * rows_per_block + index_warps), 0, s>>>(
+              guard, mla_index, fp8_args, rows_per_block);
+      };
+    };
+    add("fused V4+idx, mixed, 1 row", fused_probe(false, 1));
+    add("fused V4+idx, by block, 1 row", fused_probe(true, 1));
+    add("fused V4+idx, mixed, 2 rows", fused_probe(false, 2));
+    add("fused V4+idx, by block, 2 rows", fused_probe(true, 2));
+    add("fused V4+idx, fixed rule, 1 row", [=](cudaStream_t s) {
+      probe_fused_v4_kernel<false, true><<<static_cast<unsigned>(rows), dim3(32, 3), 0, s>>>(
+          guard, mla_index, fp8_args, 1);
+    });
+    add("fused V4+idx, fixed rule, 2 rows", [=](cudaStream_t s) {
+      probe_fused_v4_kernel<false, true><<<static_cast<unsigned>((rows + 1) / 2), dim3(32, 5), 0, s>>>(
+          guard, mla_index, fp8_args, 2);
+    });
+    add("fused V4+idx, 32 regs, 1 row", [=](cudaStream_t s) {
+      probe_fused_v4_kernel<false, false, 4><<<static_cast<unsigned>(rows), dim3(32, 3), 0, s>>>(
+          guard, mla_index, fp8_args, 1);
+    });
+    add("fused V4+idx, 32 regs, 2 rows", [=](cudaStream_t s) {
+      probe_fused_v4_kernel<false, false, 4><<<static_cast<unsigned>((rows + 1) / 2), dim3(32, 5), 0, s>>>(
+          guard, mla_index, fp8_args, 2);
+    });
+    add("32 regs, index rows only", [=](cudaStream_t s) {
+      probe_fused_v4_kernel<false, false, 4><<<static_cast<unsigned>((rows + 3) / 4), dim3(32, 2), 0, s>>>(
+          guard, mla_index, fp8_args, 4, 0);
+    });
+    add("fixed rule, KV rows only", [=](cudaStream_t s) {
+      probe_fused_v4_kernel<false, true><<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
+          guard, mla_index, fp8_args, 1, 2);
+    });
+    add("fixed rule, index rows only", [=](cudaStream_t s) {
+      probe_fused_v4_kernel<false, true><<<static_cast<unsigned>((rows + 3) / 4), dim3(32, 2), 0, s>>>(
+          guard, mla_index, fp8_args, 4, 0);
+    });
+    add("fused kernel, KV rows only", [=](cudaStream_t s) {
+      probe_fused_v4_kernel<false><<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
+          guard, mla_index, fp8_args, 1, 2);
+    });
+    add("fused kernel, index rows only", [=](cudaStream_t s) {
+      probe_fused_v4_kernel<false><<<static_cast<unsigned>((rows + 3) / 4), dim3(32, 2), 0, s>>>(
+          guard, mla_index, fp8_args, 4, 0);
+    });
+    add("library fp8 kernel kN=8, 4 rows", [=](cudaStream_t s) {
+      kernels::index_k_fp8_kernel<int64_t, 8, ScaleRule::kAmax>
+          <<<static_cast<unsigned>((rows + 3) / 4), dim3(16, 4), 0, s>>>(guard, fp8_args);
+    });
     add("V4 kN=8, 1 row/block", v4_direct(8, 1));
     add("V4 kN=8, 2 rows/block", v4_direct(8, 2));
     add("V4 kN=16, 1 row/block", v4_direct(16, 1));
