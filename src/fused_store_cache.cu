@@ -25,9 +25,12 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
   CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows, &grid));
   const dim3 block(32, rows * kWarpsPerRow + index_warps);
   const bool pdl = p.launch.enable_pdl && arch.pdl;
+  const kernels::GuardArgs guard = detail::guard_args(p.batch, pdl, grid, arch);
+  if (p.index_k == nullptr)
+    return detail::launch_store(kernels::mla_store_kernel<kLayout, SlotT, kN>, grid, block, stream,
+                                pdl, guard, kv);
   return detail::launch_store(kernels::fused_store_kernel<kLayout, kIndex, SlotT, kN>, grid, block,
-                              stream, pdl, detail::guard_args(p.batch, pdl, grid, arch), kv,
-                              index, rows);
+                              stream, pdl, guard, kv, index, rows);
 }
 
 // The instantiation for the run-time layout, index-K format and slot type.

@@ -186,6 +186,36 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
   if (lane < kRopeLanes) store_vec(record + layout::kV32RopeOffset + 16 * lane, rope);
 }
 
+// One MLA row of the kernel's layout.
+template <MlaLayout kLayout, typename SlotT, int kN>
+__device__ __forceinline__ void store_mla_row(const GuardArgs& guard, const MlaArgs& kv,
+                                              int64_t row, int lane) {
+  if constexpr (kLayout == MlaLayout::kV4) {
+    store_mla_v4_row<SlotT, kN>(guard, kv, row, lane);
+  } else if constexpr (kLayout == MlaLayout::kV32) {
+    store_mla_v32_row<SlotT, kN>(guard, kv, row, lane);
+  } else {
+    store_mla_v41_row<kLayout, SlotT, kN>(guard, kv, row, lane);
+  }
+}
+
+// ---- fused_store_cache without an index-K: blockDim = (32, rows per block * warps per row).
+// The fused kernel below with no index warps would do the same, but a row of either kind runs
+// 0.06-0.10x (of the lean naive node) slower at n <= 512 in that kernel than in a kernel of its
+// own (probe_small_n; same row code). Why was not found: not its code layout, its 40 registers or
+// its per-warp role branch (NOTES.md, item 20).
+template <MlaLayout kLayout, typename SlotT, int kN>
+__global__ void __launch_bounds__(kMaxBlockThreads, 1536 / kMaxBlockThreads)
+mla_store_kernel(const GuardArgs guard, const MlaArgs kv) {
+  constexpr int kWarpsPerRow = kMlaRowLanes<kN> / 32;
+  begin_store(guard);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / kWarpsPerRow) +
+                      threadIdx.y / kWarpsPerRow;
+  const int lane = static_cast<int>(threadIdx.y % kWarpsPerRow) * 32 + static_cast<int>(threadIdx.x);
+  if (row >= guard.num_tokens) return;
+  store_mla_row<kLayout, SlotT, kN>(guard, kv, row, lane);
+}
+
 // ---- fused_store_cache: blockDim = (32, rows_per_block * warps per row + index warps). The
 // first rows_per_block rows' KV records take kMlaRowLanes<kN> / 32 warps each; the warps after
 // them store the index-K (fp8 or fp4: kIndex) of the same rows (2^lanes_log2 lanes per row), when
@@ -202,13 +232,7 @@ fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs ind
     const int64_t row = first_row + warp / kWarpsPerRow;
     const int lane = (warp % kWarpsPerRow) * 32 + static_cast<int>(threadIdx.x);
     if (row >= guard.num_tokens) return;
-    if constexpr (kLayout == MlaLayout::kV4) {
-      store_mla_v4_row<SlotT, kN>(guard, kv, row, lane);
-    } else if constexpr (kLayout == MlaLayout::kV32) {
-      store_mla_v32_row<SlotT, kN>(guard, kv, row, lane);
-    } else {
-      store_mla_v41_row<kLayout, SlotT, kN>(guard, kv, row, lane);
-    }
+    store_mla_row<kLayout, SlotT, kN>(guard, kv, row, lane);
   } else {
     // Whole index warps: lanes past the block's rows or the batch stay for the shuffles.
     const int local = (warp - rows_per_block * kWarpsPerRow) * 32 + threadIdx.x;
