@@ -244,6 +244,25 @@ probe_fused_v4_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs kv,
   }
 }
 
+// The index-free MLA kernel with the fused kernel's parameters, and (kDeadIndex) with an index
+// row behind a branch that is never taken at run time: is it the index code's presence that
+// slows the fused kernel's rows?
+template <bool kDeadIndex>
+__global__ void __launch_bounds__(kernels::kMaxBlockThreads, 3)
+probe_v4_dead_index_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs kv,
+                           const kernels::IndexKArgs index) {
+  using namespace kernels;
+  begin_store(guard);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / 2) + threadIdx.y / 2;
+  const int lane = static_cast<int>(threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
+  if (kDeadIndex && index.head_dim == 12345) {
+    store_index_k_fp8_row_any_rule<int64_t, 8>(guard, index, row, lane, true, false);
+    return;
+  }
+  if (row >= guard.num_tokens) return;
+  store_mla_v4_row<int64_t, 8>(guard, kv, row, lane);
+}
+
 struct Variant {
   std::string name;
   std::function<void(cudaStream_t)> launch;
@@ -517,6 +536,14 @@ int main(int argc, char** argv) {
     add("fixed rule, index rows only", [=](cudaStream_t s) {
       probe_fused_v4_kernel<false, true><<<static_cast<unsigned>((rows + 3) / 4), dim3(32, 2), 0, s>>>(
           guard, mla_index, fp8_args, 4, 0);
+    });
+    add("V4 alone, fused params", [=](cudaStream_t s) {
+      probe_v4_dead_index_kernel<false><<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
+          guard, mla_index, fp8_args);
+    });
+    add("V4 alone + dead index path", [=](cudaStream_t s) {
+      probe_v4_dead_index_kernel<true><<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
+          guard, mla_index, fp8_args);
     });
     add("fused kernel, KV rows only", [=](cudaStream_t s) {
       probe_fused_v4_kernel<false><<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
