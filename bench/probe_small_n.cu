@@ -206,11 +206,12 @@ __global__ void probe_v4_pairs_kernel(const kernels::GuardArgs guard, const kern
 // block's role from blockIdx.y (uniform) instead of the warp's index; kFixedRule, the index rule
 // a template parameter (one index path, no branch to the second); kMinBlocks = 4, 32 registers
 // instead of 40; kv_warps, blocks of one kind of row only.
-template <bool kByBlock, bool kFixedRule = false, int kMinBlocks = 3>
-__global__ void __launch_bounds__(kernels::kMaxBlockThreads, kMinBlocks)
-probe_fused_v4_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs kv,
-                      const kernels::IndexKArgs index, const int32_t rows_per_block,
-                      const int32_t kv_warps = -1) {
+template <bool kByBlock, bool kFixedRule>
+__device__ __forceinline__ void probe_fused_v4_body(const kernels::GuardArgs& guard,
+                                                    const kernels::MlaArgs& kv,
+                                                    const kernels::IndexKArgs& index,
+                                                    const int32_t rows_per_block,
+                                                    const int32_t kv_warps) {
   using namespace kernels;
   constexpr int kWarpsPerRow = 2;
   begin_store(guard);
@@ -242,6 +243,21 @@ probe_fused_v4_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs kv,
   } else {
     index_row();
   }
+}
+template <bool kByBlock, bool kFixedRule = false, int kMinBlocks = 3>
+__global__ void __launch_bounds__(kernels::kMaxBlockThreads, kMinBlocks)
+probe_fused_v4_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs kv,
+                      const kernels::IndexKArgs index, const int32_t rows_per_block,
+                      const int32_t kv_warps = -1) {
+  probe_fused_v4_body<kByBlock, kFixedRule>(guard, kv, index, rows_per_block, kv_warps);
+}
+// The same with rows_per_block (read first, by every warp, to choose its role and row) in the
+// first line of the parameters instead of the last.
+__global__ void __launch_bounds__(kernels::kMaxBlockThreads, 3)
+probe_fused_v4_rows_first(const int32_t rows_per_block, const int32_t kv_warps,
+                          const kernels::GuardArgs guard, const kernels::MlaArgs kv,
+                          const kernels::IndexKArgs index) {
+  probe_fused_v4_body<false, false>(guard, kv, index, rows_per_block, kv_warps);
 }
 
 // The index-free MLA kernel with the fused kernel's parameters, and (kDeadIndex) with an index
@@ -389,10 +405,10 @@ int main(int argc, char** argv) {
         const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
         if (kN == 8)
           kernels::fused_store_kernel<MlaLayout::kV4, IndexKFormat::kFp8, int64_t, 8>
-              <<<blocks, dim3(32, 2 * rows_per_block), 0, s>>>(guard, mla, no_index, rows_per_block);
+              <<<blocks, dim3(32, 2 * rows_per_block), 0, s>>>(rows_per_block, guard, mla, no_index);
         else
           kernels::fused_store_kernel<MlaLayout::kV4, IndexKFormat::kFp8, int64_t, 16>
-              <<<blocks, dim3(32, rows_per_block), 0, s>>>(guard, mla, no_index, rows_per_block);
+              <<<blocks, dim3(32, rows_per_block), 0, s>>>(rows_per_block, guard, mla, no_index);
       };
     };
     const auto with = [](auto p, auto edit) { edit(p); return p; };
@@ -536,6 +552,18 @@ int main(int argc, char** argv) {
     add("fixed rule, index rows only", [=](cudaStream_t s) {
       probe_fused_v4_kernel<false, true><<<static_cast<unsigned>((rows + 3) / 4), dim3(32, 2), 0, s>>>(
           guard, mla_index, fp8_args, 4, 0);
+    });
+    add("fused V4+idx, rows first, 1 row", [=](cudaStream_t s) {
+      probe_fused_v4_rows_first<<<static_cast<unsigned>(rows), dim3(32, 3), 0, s>>>(
+          1, -1, guard, mla_index, fp8_args);
+    });
+    add("fused V4+idx, rows first, 2 rows", [=](cudaStream_t s) {
+      probe_fused_v4_rows_first<<<static_cast<unsigned>((rows + 1) / 2), dim3(32, 5), 0, s>>>(
+          2, -1, guard, mla_index, fp8_args);
+    });
+    add("rows first, KV rows only", [=](cudaStream_t s) {
+      probe_fused_v4_rows_first<<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
+          1, 2, guard, mla_index, fp8_args);
     });
     add("V4 alone, fused params", [=](cudaStream_t s) {
       probe_v4_dead_index_kernel<false><<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
