@@ -30,7 +30,7 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
     return detail::launch_store(kernels::mla_store_kernel<kLayout, SlotT, kN>, grid, block, stream,
                                 pdl, guard, kv);
   return detail::launch_store(kernels::fused_store_kernel<kLayout, kIndex, SlotT, kN>, grid, block,
-                              stream, pdl, guard, kv, index, rows);
+                              stream, pdl, rows, guard, kv, index);
 }
 
 // The instantiation for the run-time layout, index-K format and slot type.
