@@ -279,6 +279,22 @@ probe_v4_dead_index_kernel(const kernels::GuardArgs guard, const kernels::MlaArg
   store_mla_v4_row<int64_t, 8>(guard, kv, row, lane);
 }
 
+// A launch as a programmatic dependent (what launch_store does with PDL on).
+template <typename... KernelArgs, typename... Args>
+void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t stream,
+                Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  CACHESTORE_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, args...));
+}
+
 struct Variant {
   std::string name;
   std::function<void(cudaStream_t)> launch;
@@ -565,6 +581,26 @@ int main(int argc, char** argv) {
       probe_fused_v4_rows_first<<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
           1, 2, guard, mla_index, fp8_args);
     });
+    // The fused kernel's rows_per_block last or first in the parameters, launched with PDL (the
+    // one cell where moving it first read slower in bench_store: PDL on, n = 512; NOTES.md, item
+    // 20). Early trigger as the library decides it: a grid of at most one block per SM.
+    int sm_count = 0;
+    CACHESTORE_CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
+    for (const int rows_per_block : {1, 2, 4}) {
+      const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+      const kernels::GuardArgs pdl_guard{rows, n_dev, nullptr, true,
+                                         static_cast<int64_t>(blocks) <= sm_count};
+      const dim3 block(32, 2 * rows_per_block + (rows_per_block * 16 + 31) / 32);
+      add("PDL fused, rows last, " + std::to_string(rows_per_block) + " rows", [=](cudaStream_t s) {
+        launch_pdl(probe_fused_v4_kernel<false>, dim3(blocks), block, s, pdl_guard, mla_index,
+                   fp8_args, rows_per_block, -1);
+      });
+      add("PDL fused, rows first, " + std::to_string(rows_per_block) + " rows", [=](cudaStream_t s) {
+        launch_pdl(probe_fused_v4_rows_first, dim3(blocks), block, s, rows_per_block, -1, pdl_guard,
+                   mla_index, fp8_args);
+      });
+    }
+    add("V4 + fp8 index, PDL", [&, p = with(v4_index, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
     add("V4 alone, fused params", [=](cudaStream_t s) {
       probe_v4_dead_index_kernel<false><<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
           guard, mla_index, fp8_args);
