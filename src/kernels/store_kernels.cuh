@@ -200,10 +200,11 @@ __device__ __forceinline__ void store_mla_row(const GuardArgs& guard, const MlaA
 }
 
 // ---- fused_store_cache without an index-K: blockDim = (32, rows per block * warps per row).
-// The fused kernel below with no index warps would do the same, but a row of either kind runs
+// The fused kernel below with no index warps would do the same, but a row of either kind ran
 // 0.06-0.10x (of the lean naive node) slower at n <= 512 in that kernel than in a kernel of its
-// own (probe_small_n; same row code). Why was not found: not its code layout, its 40 registers or
-// its per-warp role branch (NOTES.md, item 20).
+// own (probe_small_n; same row code): its rows_per_block parameter (since moved, see there) and
+// the other kind of row's code, even never executed, explain part of it; not its code layout,
+// its 40 registers or its per-warp role branch (NOTES.md, item 20).
 template <MlaLayout kLayout, typename SlotT, int kN>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1536 / kMaxBlockThreads)
 mla_store_kernel(const GuardArgs guard, const MlaArgs kv) {
@@ -218,8 +219,8 @@ mla_store_kernel(const GuardArgs guard, const MlaArgs kv) {
 
 // ---- fused_store_cache: blockDim = (32, rows_per_block * warps per row + index warps). The
 // first rows_per_block rows' KV records take kMlaRowLanes<kN> / 32 warps each; the warps after
-// them store the index-K (fp8 or fp4: kIndex) of the same rows (2^lanes_log2 lanes per row), when
-// there is one.
+// them store the index-K (fp8 or fp4: kIndex) of the same rows (2^lanes_log2 lanes per row).
+// fused_store_cache launches it only with an index-K (mla_store_kernel otherwise).
 // rows_per_block is the first parameter: every warp reads it first (its role and row depend on
 // it), and in the parameters' last 64-byte line it cost 0.03-0.07x at n <= 512 (probe_small_n).
 template <MlaLayout kLayout, IndexKFormat kIndex, typename SlotT, int kN>
