@@ -279,19 +279,22 @@ probe_v4_dead_index_kernel(const kernels::GuardArgs guard, const kernels::MlaArg
   store_mla_v4_row<int64_t, 8>(guard, kv, row, lane);
 }
 
-// A launch as a programmatic dependent (what launch_store does with PDL on).
+// A launch with or without PDL, as the library's launch_store makes it (that one is internal to the
+// library: its errors go through the library's status).
 template <typename... KernelArgs, typename... Args>
-void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t stream,
-                Args... args) {
+void launch(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t stream, bool pdl,
+            Args... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.stream = stream;
   cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  if (pdl) {
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
   CACHESTORE_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
@@ -524,99 +527,80 @@ int main(int argc, char** argv) {
     };
     add("V4 alone kN=8, 1 row/block", mla_alone(1));
     add("V4 alone kN=8, 2 rows/block", mla_alone(2));
-    const kernels::MlaArgs mla_index = mla;
-    const auto fused_probe = [&](bool by_block, int rows_per_block) {
-      return [=](cudaStream_t s) {
-        const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-        const int index_warps = (rows_per_block * 16 + 31) / 32;
-        if (by_block)
-          probe_fused_v4_kernel<true><<<dim3(blocks, 2), dim3(32, 2 * rows_per_block), 0, s>>>(
-              guard, mla_index, fp8_args, rows_per_block);
-        else
-          probe_fused_v4_kernel<false><<<blocks, dim3(32, 2 * rows_per_block + index_warps), 0, s>>>(
-              guard, mla_index, fp8_args, rows_per_block);
-      };
-    };
-    add("fused V4+idx, mixed, 1 row", fused_probe(false, 1));
-    add("fused V4+idx, by block, 1 row", fused_probe(true, 1));
-    add("fused V4+idx, mixed, 2 rows", fused_probe(false, 2));
-    add("fused V4+idx, by block, 2 rows", fused_probe(true, 2));
-    add("fused V4+idx, fixed rule, 1 row", [=](cudaStream_t s) {
-      probe_fused_v4_kernel<false, true><<<static_cast<unsigned>(rows), dim3(32, 3), 0, s>>>(
-          guard, mla_index, fp8_args, 1);
-    });
-    add("fused V4+idx, fixed rule, 2 rows", [=](cudaStream_t s) {
-      probe_fused_v4_kernel<false, true><<<static_cast<unsigned>((rows + 1) / 2), dim3(32, 5), 0, s>>>(
-          guard, mla_index, fp8_args, 2);
-    });
-    add("fused V4+idx, 32 regs, 1 row", [=](cudaStream_t s) {
-      probe_fused_v4_kernel<false, false, 4><<<static_cast<unsigned>(rows), dim3(32, 3), 0, s>>>(
-          guard, mla_index, fp8_args, 1);
-    });
-    add("fused V4+idx, 32 regs, 2 rows", [=](cudaStream_t s) {
-      probe_fused_v4_kernel<false, false, 4><<<static_cast<unsigned>((rows + 1) / 2), dim3(32, 5), 0, s>>>(
-          guard, mla_index, fp8_args, 2);
-    });
-    add("32 regs, index rows only", [=](cudaStream_t s) {
-      probe_fused_v4_kernel<false, false, 4><<<static_cast<unsigned>((rows + 3) / 4), dim3(32, 2), 0, s>>>(
-          guard, mla_index, fp8_args, 4, 0);
-    });
-    add("fixed rule, KV rows only", [=](cudaStream_t s) {
-      probe_fused_v4_kernel<false, true><<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
-          guard, mla_index, fp8_args, 1, 2);
-    });
-    add("fixed rule, index rows only", [=](cudaStream_t s) {
-      probe_fused_v4_kernel<false, true><<<static_cast<unsigned>((rows + 3) / 4), dim3(32, 2), 0, s>>>(
-          guard, mla_index, fp8_args, 4, 0);
-    });
-    add("fused V4+idx, rows first, 1 row", [=](cudaStream_t s) {
-      probe_fused_v4_rows_first<<<static_cast<unsigned>(rows), dim3(32, 3), 0, s>>>(
-          1, -1, guard, mla_index, fp8_args);
-    });
-    add("fused V4+idx, rows first, 2 rows", [=](cudaStream_t s) {
-      probe_fused_v4_rows_first<<<static_cast<unsigned>((rows + 1) / 2), dim3(32, 5), 0, s>>>(
-          2, -1, guard, mla_index, fp8_args);
-    });
-    add("rows first, KV rows only", [=](cudaStream_t s) {
-      probe_fused_v4_rows_first<<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
-          1, 2, guard, mla_index, fp8_args);
-    });
-    // The fused kernel's rows_per_block last or first in the parameters, launched with PDL (the
-    // one cell where moving it first read slower in bench_store: PDL on, n = 512; NOTES.md, item
-    // 20). Early trigger as the library decides it: a grid of at most one block per SM.
+    // The fused probe kernels at one launch shape: rows_per_block rows a block, of both kinds (2 KV
+    // warps a row, then the index warps: 16 lanes a row), of KV rows only or of index rows only.
+    enum class FusedRows { kBoth, kKvOnly, kIndexOnly };
     int sm_count = 0;
     CACHESTORE_CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
-    for (const int rows_per_block : {1, 2, 4}) {
+    const auto fused = [&](auto launch_kernel, int rows_per_block, FusedRows which,
+                           bool pdl = false) {
+      const int index_warps = (rows_per_block * 16 + 31) / 32;
+      const int kv_warps = which == FusedRows::kIndexOnly ? 0 : 2 * rows_per_block;
+      const dim3 block(32, kv_warps + (which == FusedRows::kKvOnly ? 0 : index_warps));
       const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-      const kernels::GuardArgs pdl_guard{rows, n_dev, nullptr, true,
-                                         static_cast<int64_t>(blocks) <= sm_count};
-      const dim3 block(32, 2 * rows_per_block + (rows_per_block * 16 + 31) / 32);
-      add("PDL fused, rows last, " + std::to_string(rows_per_block) + " rows", [=](cudaStream_t s) {
-        launch_pdl(probe_fused_v4_kernel<false>, dim3(blocks), block, s, pdl_guard, mla_index,
-                   fp8_args, rows_per_block, -1);
-      });
-      add("PDL fused, rows first, " + std::to_string(rows_per_block) + " rows", [=](cudaStream_t s) {
-        launch_pdl(probe_fused_v4_rows_first, dim3(blocks), block, s, rows_per_block, -1, pdl_guard,
-                   mla_index, fp8_args);
-      });
+      // With PDL, the early trigger as the library decides it: at most one block per SM.
+      const kernels::GuardArgs g{rows, n_dev, nullptr, pdl,
+                                 pdl && static_cast<int64_t>(blocks) <= sm_count};
+      const int32_t kv_limit = which == FusedRows::kBoth ? -1 : kv_warps;
+      return [=](cudaStream_t s) {
+        launch_kernel(dim3(blocks), block, s, pdl, g, rows_per_block, kv_limit);
+      };
+    };
+    // rows_per_block last (the parameter order the library had) or first in the parameters.
+    const auto rows_last = [&](auto kernel) {
+      return [=](dim3 grid, dim3 block, cudaStream_t s, bool pdl, kernels::GuardArgs g,
+                 int32_t rows_per_block, int32_t kv_warps) {
+        launch(kernel, grid, block, s, pdl, g, mla, fp8_args, rows_per_block, kv_warps);
+      };
+    };
+    const auto rows_first = [&](dim3 grid, dim3 block, cudaStream_t s, bool pdl,
+                                kernels::GuardArgs g, int32_t rows_per_block, int32_t kv_warps) {
+      launch(probe_fused_v4_rows_first, grid, block, s, pdl, rows_per_block, kv_warps, g, mla,
+             fp8_args);
+    };
+    const auto by_block = [&](int rows_per_block) {
+      return [=](cudaStream_t s) {
+        const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+        probe_fused_v4_kernel<true><<<dim3(blocks, 2), dim3(32, 2 * rows_per_block), 0, s>>>(
+            guard, mla, fp8_args, rows_per_block);
+      };
+    };
+    const auto mixed = rows_last(probe_fused_v4_kernel<false>);
+    const auto fixed_rule = rows_last(probe_fused_v4_kernel<false, true>);
+    const auto regs32 = rows_last(probe_fused_v4_kernel<false, false, 4>);
+    using R = FusedRows;
+    add("fused V4+idx, mixed, 1 row", fused(mixed, 1, R::kBoth));
+    add("fused V4+idx, by block, 1 row", by_block(1));
+    add("fused V4+idx, mixed, 2 rows", fused(mixed, 2, R::kBoth));
+    add("fused V4+idx, by block, 2 rows", by_block(2));
+    add("fused V4+idx, fixed rule, 1 row", fused(fixed_rule, 1, R::kBoth));
+    add("fused V4+idx, fixed rule, 2 rows", fused(fixed_rule, 2, R::kBoth));
+    add("fused V4+idx, 32 regs, 1 row", fused(regs32, 1, R::kBoth));
+    add("fused V4+idx, 32 regs, 2 rows", fused(regs32, 2, R::kBoth));
+    add("32 regs, index rows only", fused(regs32, 4, R::kIndexOnly));
+    add("fixed rule, KV rows only", fused(fixed_rule, 1, R::kKvOnly));
+    add("fixed rule, index rows only", fused(fixed_rule, 4, R::kIndexOnly));
+    add("fused V4+idx, rows first, 1 row", fused(rows_first, 1, R::kBoth));
+    add("fused V4+idx, rows first, 2 rows", fused(rows_first, 2, R::kBoth));
+    add("rows first, KV rows only", fused(rows_first, 1, R::kKvOnly));
+    // With PDL: the one cell where moving rows_per_block first read slower in bench_store (PDL on,
+    // n = 512; NOTES.md, item 20).
+    for (const int rows_per_block : {1, 2, 4}) {
+      const std::string shape = std::to_string(rows_per_block) + " rows";
+      add("PDL fused, rows last, " + shape, fused(mixed, rows_per_block, R::kBoth, true));
+      add("PDL fused, rows first, " + shape, fused(rows_first, rows_per_block, R::kBoth, true));
     }
     add("V4 + fp8 index, PDL", [&, p = with(v4_index, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
     add("V4 alone, fused params", [=](cudaStream_t s) {
       probe_v4_dead_index_kernel<false><<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
-          guard, mla_index, fp8_args);
+          guard, mla, fp8_args);
     });
     add("V4 alone + dead index path", [=](cudaStream_t s) {
       probe_v4_dead_index_kernel<true><<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
-          guard, mla_index, fp8_args);
+          guard, mla, fp8_args);
     });
-    add("fused kernel, KV rows only", [=](cudaStream_t s) {
-      probe_fused_v4_kernel<false><<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
-          guard, mla_index, fp8_args, 1, 2);
-    });
-    add("fused kernel, index rows only", [=](cudaStream_t s) {
-      probe_fused_v4_kernel<false><<<static_cast<unsigned>((rows + 3) / 4), dim3(32, 2), 0, s>>>(
-          guard, mla_index, fp8_args, 4, 0);
-    });
+    add("fused kernel, KV rows only", fused(mixed, 1, R::kKvOnly));
+    add("fused kernel, index rows only", fused(mixed, 4, R::kIndexOnly));
     add("library fp8 kernel kN=8, 4 rows", [=](cudaStream_t s) {
       kernels::index_k_fp8_kernel<int64_t, 8, ScaleRule::kAmax>
           <<<static_cast<unsigned>((rows + 3) / 4), dim3(16, 4), 0, s>>>(guard, fp8_args);
