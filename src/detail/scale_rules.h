@@ -20,6 +20,11 @@ CACHESTORE_HOST_DEVICE inline float bits_to_float(uint32_t bits) {
   memcpy(&f, &bits, sizeof f);
   return f;
 }
+CACHESTORE_HOST_DEVICE inline uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
 
 // bf16 bits to fp32 (exact).
 CACHESTORE_HOST_DEVICE inline float bf16_bits_to_float(uint16_t bits) {
@@ -85,13 +90,6 @@ CACHESTORE_HOST_DEVICE inline float v32_pow2_scale_base(float amax) {
 // MLA V3.2 amax (vLLM): max(amax / 448, FLT_MIN); an all-zero tile never yields NaN.
 CACHESTORE_HOST_DEVICE inline float v32_amax_scale(float amax) {
   return fmaxf(divide_by_constant(amax, kE4m3Max), FLT_MIN);
-}
-
-
-CACHESTORE_HOST_DEVICE inline uint32_t float_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
 }
 
 // A power-of-two scale's UE8M0 byte, ceil(log2(amax / 448)) + 127, from amax's bits as SGLang's

@@ -339,9 +339,9 @@ __device__ __forceinline__ uint32_t e2m1_drop_zero_signs(uint32_t w) {
 }
 
 // kN bf16 values (one 8-byte vector, or kN / 8 16-byte vectors) decoded to fp32, and their amax.
-// kN = 16 for large batches (fewer lanes, bandwidth), 8 for mid-size ones and 4 for decode-size
-// batches, where the latency of the chain after the loads is the cost and idle lanes are free
-// (launch.cuh: values_per_lane).
+// kN = 16 for large batches (fewer lanes, bandwidth), 8 for decode sizes, where the latency of the
+// chain after the loads is the cost and idle lanes are free; 4 for the fp8 index-K kernel up to
+// 128 rows (launch.cuh: values_per_lane).
 template <int kN>
 struct Bf16Vals {
   static_assert(kN == 4 || kN == 8 || kN == 16, "4, 8 or 16 values per lane");
