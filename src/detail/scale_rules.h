@@ -47,6 +47,13 @@ CACHESTORE_HOST_DEVICE inline float ue8m0_reciprocal(uint8_t byte) {
   return bits_to_float(byte == 254 ? 0x00400000u : byte == 255 ? 0x7fc00000u : bits);
 }
 
+// The Markstein correction of q = x * r toward x / d, given r = RN(1 / d): q + (x - q * d) * r,
+// in two fma. The scale formulas' constant divisions (below) and the kernels' quotients by a
+// scale (markstein_quotient) both finish with it; each states where the result is x / d.
+CACHESTORE_HOST_DEVICE inline float markstein_correct(float x, float d, float r, float q) {
+  return fmaf(fmaf(-q, d, x), r, q);
+}
+
 // x / d correctly rounded for a positive constant d with r = RN(1 / d), by one product and a
 // Markstein correction (two fma). The device's IEEE division checks its operands' ranges and
 // branches to a slow path (FCHK, BSSY, CALL): on the chain after the loads that is the latency
@@ -60,7 +67,7 @@ CACHESTORE_HOST_DEVICE inline float quotient_by_constant(float x, float d, float
 #else
   const float q = x * r;
 #endif
-  const float corrected = fmaf(fmaf(-q, d, x), r, q);
+  const float corrected = markstein_correct(x, d, r, q);
   return x == INFINITY ? x : corrected;
 }
 

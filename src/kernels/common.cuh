@@ -143,7 +143,7 @@ __device__ __forceinline__ bool markstein_applies(float s) {
 template <bool kMayOverflow>
 __device__ __forceinline__ float markstein_quotient(float x, float s, float r) {
   const float q = x * r;
-  const float corrected = fmaf(fmaf(-q, s, x), r, q);
+  const float corrected = detail::markstein_correct(x, s, r, q);
   // The Inf check only where it can matter: under the MLA launch bounds it costs registers.
   return q == 0.0f || (kMayOverflow && isinf(q)) ? q : corrected;
 }
