@@ -15,6 +15,7 @@
 #include "cachestore/layout.h"
 #include "cuda_check.h"
 #include "kernels/store_kernels.cuh"
+#include "launch.cuh"
 #include "naive_scatter.cuh"
 
 namespace {
@@ -279,22 +280,13 @@ probe_v4_dead_index_kernel(const kernels::GuardArgs guard, const kernels::MlaArg
   store_mla_v4_row<int64_t, 8>(guard, kv, row, lane);
 }
 
-// A launch with or without PDL, as the library's launch_store makes it (that one is internal to the
-// library: its errors go through the library's status).
+// A launch with or without PDL in the library's configuration (detail::launch_config; the
+// library's launch_store itself reports errors through its internal status).
 template <typename... KernelArgs, typename... Args>
 void launch(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t stream, bool pdl,
             Args... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.stream = stream;
   cudaLaunchAttribute attribute{};
-  if (pdl) {
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
+  const cudaLaunchConfig_t config = detail::launch_config(grid, block, stream, pdl, &attribute);
   CACHESTORE_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, args...));
 }
 

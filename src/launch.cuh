@@ -12,20 +12,29 @@
 
 namespace cachestore::detail {
 
-template <typename... KernelArgs, typename... Args>
-Status launch_store(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t stream,
-                    bool pdl, Args&&... args) {
+// The launch configuration of a store: with PDL, as a programmatic dependent of the previous
+// work in the stream. `attribute` holds the PDL attribute and must outlive the launch.
+inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, cudaStream_t stream, bool pdl,
+                                        cudaLaunchAttribute* attribute) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.stream = stream;
-  cudaLaunchAttribute attribute{};
   if (pdl) {
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
+    *attribute = cudaLaunchAttribute{};
+    attribute->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute->val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
     config.numAttrs = 1;
   }
+  return config;
+}
+
+template <typename... KernelArgs, typename... Args>
+Status launch_store(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t stream,
+                    bool pdl, Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  const cudaLaunchConfig_t config = launch_config(grid, block, stream, pdl, &attribute);
   const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   if (err != cudaSuccess) {
     cudaGetLastError();  // clear the non-sticky launch error
