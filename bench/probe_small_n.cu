@@ -26,8 +26,9 @@ __global__ void empty_kernel() {}
 
 // The least a guarded store can do: count, slot and row loaded together, one compare; one
 // 16-byte vector per thread, 2^vec_shift vectors per row.
-__global__ void guarded_copy(const uint4* k, const int64_t* slots, uint4* cache, int32_t total,
-                             int32_t vec_shift, const int32_t* n, int64_t capacity) {
+__device__ __forceinline__ void guarded_copy_body(const uint4* k, const int64_t* slots,
+                                                  uint4* cache, int32_t total, int32_t vec_shift,
+                                                  const int32_t* n, int64_t capacity) {
   const int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= total) return;
   const int32_t row = i >> vec_shift, vec = i & ((1 << vec_shift) - 1);
@@ -35,6 +36,65 @@ __global__ void guarded_copy(const uint4* k, const int64_t* slots, uint4* cache,
   const int64_t slot = slots[row];
   if (row < *n && static_cast<uint64_t>(slot) < static_cast<uint64_t>(capacity))
     cache[(slot << vec_shift) + vec] = v;
+}
+__global__ void guarded_copy(const uint4* k, const int64_t* slots, uint4* cache, int32_t total,
+                             int32_t vec_shift, const int32_t* n, int64_t capacity) {
+  guarded_copy_body(k, slots, cache, total, vec_shift, n, capacity);
+}
+
+// The guarded copy above with its parameters in one more 64-byte line of the constant bank, or
+// spread over three more: what does a kernel-parameter line read before the loads cost? (The
+// first line, 0x200-0x23f, holds the global memory descriptor as well, so every kernel reads it.)
+struct CopyParams {
+  const uint4* k;
+  const int64_t* slots;
+  uint4* cache;
+  int32_t total;
+  int32_t vec_shift;
+  const int32_t* n;
+  int64_t capacity;
+};
+struct SpreadCopyParams {
+  const uint4* k;
+  int64_t pad1[7];
+  const int64_t* slots;
+  int64_t pad2[7];
+  const int32_t* n;
+  uint4* cache;
+  int64_t capacity;
+  int32_t total;
+  int32_t vec_shift;
+};
+struct FirstLinePad {
+  int64_t pad[6];  // 0x210-0x23f: the parameters after it start at the next line
+};
+__global__ void guarded_copy_next_line(const FirstLinePad, const CopyParams p) {
+  guarded_copy_body(p.k, p.slots, p.cache, p.total, p.vec_shift, p.n, p.capacity);
+}
+__global__ void guarded_copy_three_lines(const FirstLinePad, const SpreadCopyParams p) {
+  guarded_copy_body(p.k, p.slots, p.cache, p.total, p.vec_shift, p.n, p.capacity);
+}
+
+// With PDL: the wait at the top (the library's order) or after the row's addresses. The kernel
+// parameters cannot change under the wait, only the memory the previous kernel writes; with the
+// addresses first, the prologue's constant-bank misses overlap the previous node instead of
+// following its completion. The bf16 index-K kernel, otherwise as the library's.
+template <bool kAddressesFirst, bool kPdl = true>
+__global__ void probe_bf16_pdl(const kernels::GuardArgs guard, const kernels::IndexKBf16Args a) {
+  using namespace kernels;
+  if (!kAddressesFirst) begin_store<kPdl>(guard);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  const int vec = threadIdx.x;
+  int64_t offset = row * a.k_row_stride + 8 * vec;
+  const bool has_first = vec < a.vecs_per_row;
+  if (kAddressesFirst) begin_store<kPdl>(guard, offset);
+  if (row >= guard.num_tokens) return;
+  const uint4 first = has_first ? load_vec(a.k + offset) : uint4{};
+  const int64_t n = load_token_count(guard);
+  const int64_t slot = load_slot<int64_t>(a.slots, row);
+  if (!row_is_stored(guard, a.slots, row, n, slot, 0, threadIdx.x == 0)) return;
+  auto* dst = reinterpret_cast<uint8_t*>(a.cache + slot * a.cache_row_stride);
+  if (has_first) store_vec(dst + 16 * vec, first);
 }
 
 // The fp8 index-K row (D = 128, amax rule, 16 lanes of 8 values, the library's pieces) with
@@ -46,7 +106,8 @@ __global__ void guarded_copy(const uint4* k, const int64_t* slots, uint4* cache,
 // run-time alignment choice), and the library's launch bounds (probe_fp8_bounded).
 enum ProbePart : unsigned {
   kReduce = 1, kQuantize = 2, kGuard = 4, kScale = 8, kAll = 15,
-  kBegin = 16, kRuntimeDim = 32, kAnyAlignment = 64, kLibrary = 127
+  kBegin = 16, kRuntimeDim = 32, kAnyAlignment = 64, kLibrary = 127,
+  kBeginAfterAddresses = 512  // the PDL prologue after the input address (see probe_bf16_pdl)
 };
 // A kernel parameter in its own 64-byte line of the constant bank, read after the loads (kLateLine:
 // when the store address needs it) or pinned at the top (kEarlyLine): does a first touch of a
@@ -65,13 +126,15 @@ __device__ __forceinline__ void probe_fp8_row(const kernels::GuardArgs& guard,
   // Early: the offset moves the input address (needed before the loads); late: the store address.
   const int64_t early_offset = (kParts & kEarlyLine) ? far.offset : 0;
   const int64_t far_offset = (kParts & kLateLine) ? far.offset : 0;
-  if (kParts & kBegin) begin_store(guard);
+  if (kParts & kBegin) begin_store<true>(guard);
   const int head_dim = (kParts & kRuntimeDim) ? a.head_dim : 128;
   const int64_t page_size = (kParts & kRuntimeDim) ? int64_t{1} << a.cache.page_shift : 64;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const int lane = threadIdx.x;
   const bool live = row < guard.num_tokens;
-  Bf16Vals<8> x(a.k + early_offset + row * a.k_row_stride + lane * 8, live && lane * 8 < head_dim);
+  int64_t offset = early_offset + row * a.k_row_stride + lane * 8;
+  if (kParts & kBeginAfterAddresses) begin_store<true>(guard, offset);
+  Bf16Vals<8> x(a.k + offset, live && lane * 8 < head_dim);
   const int64_t n = (kParts & kGuard) ? load_token_count(guard) : guard.num_tokens;
   const int64_t slot = live ? load_slot<int64_t>(a.slots, row) : -1;
   const float amax = (kParts & kReduce) ? group_amax<16>(x.amax()) : x.amax();
@@ -139,11 +202,14 @@ __global__ void probe_v4_kernel(const kernels::GuardArgs guard, const kernels::M
   constexpr int kN = 8;
   constexpr int kNopeLanes = layout::kV4NopeDim / kN;
   constexpr int kTileLanes = layout::kV4TileSize / kN;
+  if (kParts & kBegin) begin_store<true>(guard);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / 2) + threadIdx.y / 2;
   const int lane = (threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
   if (row >= guard.num_tokens) return;
   const bool is_nope = lane < kNopeLanes;
-  Bf16Vals<kN> x(nope_or_rope_src<kN>(a, row, lane, kNopeLanes));
+  NopeOrRopeSource<kN> src(a, row, lane, kNopeLanes);
+  if (kParts & kBeginAfterAddresses) begin_store<true>(guard, src.offset);
+  Bf16Vals<kN> x(src.base + src.offset);
   const int64_t n = (kParts & kGuard) ? load_token_count(guard) : guard.num_tokens;
   const int64_t slot = load_slot<int64_t>(a.slots, row);
   const float amax = (kParts & kReduce) ? group_amax<kTileLanes>(x.amax()) : x.amax();
@@ -166,6 +232,40 @@ __global__ void probe_v4_kernel(const kernels::GuardArgs guard, const kernels::M
     x.store_raw(data_row + layout::kV4NopeDim + 2 * kN * (lane - kNopeLanes));
   }
   if (kParts & kScale) scale_row[lane / kTileLanes] = is_nope ? e8 : 0;
+}
+
+// The library's V3.2 row (kN = 8, pow2 rule, one row a block) with the PDL prologue at the
+// kernel's top and the RoPE address inside its lanes' condition (the library before item 22), or
+// as the library now has it (kAddressesFirst): is the new order slower without PDL?
+template <bool kAddressesFirst, bool kPdl = true>
+__global__ void probe_v32_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs a) {
+  using namespace kernels;
+  constexpr int kN = 8;
+  constexpr int kRopeLanes = layout::kRopeDim / 8;
+  constexpr int kTileLanes = layout::kV32TileSize / kN;
+  if (!kAddressesFirst) begin_store<kPdl>(guard);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / 2) + threadIdx.y / 2;
+  const int lane = (threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
+  if (row >= guard.num_tokens) return;
+  int64_t nope_offset = row * a.nope_row_stride + kN * lane;
+  int64_t rope_offset = row * a.rope_row_stride + 8 * lane;
+  if (kAddressesFirst) begin_store<kPdl>(guard, nope_offset, rope_offset);
+  Bf16Vals<kN> x(a.nope + nope_offset);
+  const uint4 rope = lane < kRopeLanes ? load_vec(a.rope + rope_offset) : uint4{};
+  const auto [amax, pos, stored] = guard_mla_row<int64_t, kTileLanes>(guard, a, row, lane, x);
+  if (!stored) return;
+  uint8_t* record =
+      a.cache.data + layout::v32_record_offset(pos.local_page, pos.in_page, a.cache.page_stride);
+  x.decode();
+  const uint8_t e8 =
+      pow2_scale_byte(amax, [](float a) { return detail::v32_pow2_scale_base(a); },
+                      [](float a) { return detail::v32_pow2_scale_byte(a); });
+  *reinterpret_cast<Fp8Bytes<kN>*>(record + kN * lane) =
+      x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
+  if (lane % kTileLanes == 0)
+    reinterpret_cast<float*>(record + layout::kV32ScalesOffset)[lane / kTileLanes] =
+        detail::ue8m0_to_float(e8);
+  if (lane < kRopeLanes) store_vec(record + layout::kV32RopeOffset + 16 * lane, rope);
 }
 
 // V4 in SGLang's shape: 2 values a lane, one warp per 64-value tile (7 NoPE warps, the 8th
@@ -199,85 +299,6 @@ __global__ void probe_v4_pairs_kernel(const kernels::GuardArgs guard, const kern
     *reinterpret_cast<uint32_t*>(data_row + layout::kV4NopeDim + 4 * lane) = w;
   }
   if (lane == 0) scale_row[warp] = is_nope ? e8 : 0;
-}
-
-// The fused V4 + fp8 index-K kernel (the library's fused_store_kernel's split: the first warps of
-// a block store KV rows, the rest index rows), to find why either kind of row runs ~0.08x slower
-// in it than in a kernel of its own (NOTES.md, item 20). One suspect at a time: kByBlock, each
-// block's role from blockIdx.y (uniform) instead of the warp's index; kFixedRule, the index rule
-// a template parameter (one index path, no branch to the second); kMinBlocks = 4, 32 registers
-// instead of 40; kv_warps, blocks of one kind of row only.
-template <bool kByBlock, bool kFixedRule>
-__device__ __forceinline__ void probe_fused_v4_body(const kernels::GuardArgs& guard,
-                                                    const kernels::MlaArgs& kv,
-                                                    const kernels::IndexKArgs& index,
-                                                    const int32_t rows_per_block,
-                                                    const int32_t kv_warps) {
-  using namespace kernels;
-  constexpr int kWarpsPerRow = 2;
-  begin_store(guard);
-  const int warp = threadIdx.y;
-  const int64_t first_row = static_cast<int64_t>(blockIdx.x) * rows_per_block;
-  // kv_warps (>= 0): the warps that store KV rows, if not rows_per_block * 2 (0: index rows only;
-  // a block of KV warps only: KV rows only).
-  const int kv_limit = kv_warps >= 0 ? kv_warps : rows_per_block * kWarpsPerRow;
-  const bool kv_role = kByBlock ? blockIdx.y == 0 : warp < kv_limit;
-  const auto kv_row = [&] {
-    const int64_t row = first_row + warp / kWarpsPerRow;
-    const int lane = (warp % kWarpsPerRow) * 32 + static_cast<int>(threadIdx.x);
-    if (row >= guard.num_tokens) return;
-    store_mla_v4_row<int64_t, 8>(guard, kv, row, lane);
-  };
-  const auto index_row = [&] {
-    const int local = (kByBlock ? warp : warp - kv_limit) * 32 + threadIdx.x;
-    const int row_in_block = local >> index.lanes_log2;
-    const int64_t row = first_row + row_in_block;
-    const bool live = row_in_block < rows_per_block && row < guard.num_tokens;
-    const int lane = local & ((1 << index.lanes_log2) - 1);
-    if (kFixedRule)
-      store_index_k_fp8_row<int64_t, 8, ScaleRule::kAmax>(guard, index, row, lane, live, false);
-    else
-      store_index_k_fp8_row_any_rule<int64_t, 8>(guard, index, row, lane, live, false);
-  };
-  if (kv_role) {
-    kv_row();
-  } else {
-    index_row();
-  }
-}
-template <bool kByBlock, bool kFixedRule = false, int kMinBlocks = 3>
-__global__ void __launch_bounds__(kernels::kMaxBlockThreads, kMinBlocks)
-probe_fused_v4_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs kv,
-                      const kernels::IndexKArgs index, const int32_t rows_per_block,
-                      const int32_t kv_warps = -1) {
-  probe_fused_v4_body<kByBlock, kFixedRule>(guard, kv, index, rows_per_block, kv_warps);
-}
-// The same with rows_per_block (read first, by every warp, to choose its role and row) in the
-// first line of the parameters instead of the last.
-__global__ void __launch_bounds__(kernels::kMaxBlockThreads, 3)
-probe_fused_v4_rows_first(const int32_t rows_per_block, const int32_t kv_warps,
-                          const kernels::GuardArgs guard, const kernels::MlaArgs kv,
-                          const kernels::IndexKArgs index) {
-  probe_fused_v4_body<false, false>(guard, kv, index, rows_per_block, kv_warps);
-}
-
-// The index-free MLA kernel with the fused kernel's parameters, and (kDeadIndex) with an index
-// row behind a branch that is never taken at run time: is it the index code's presence that
-// slows the fused kernel's rows?
-template <bool kDeadIndex>
-__global__ void __launch_bounds__(kernels::kMaxBlockThreads, 3)
-probe_v4_dead_index_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs kv,
-                           const kernels::IndexKArgs index) {
-  using namespace kernels;
-  begin_store(guard);
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / 2) + threadIdx.y / 2;
-  const int lane = static_cast<int>(threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
-  if (kDeadIndex && index.head_dim == 12345) {
-    store_index_k_fp8_row_any_rule<int64_t, 8>(guard, index, row, lane, true, false);
-    return;
-  }
-  if (row >= guard.num_tokens) return;
-  store_mla_v4_row<int64_t, 8>(guard, kv, row, lane);
 }
 
 // A launch with or without PDL in the library's configuration (detail::launch_config; the
@@ -406,20 +427,19 @@ int main(int argc, char** argv) {
     v4_index.index_cache = fp8.cache;
 
     // The V4 kernel launched directly with other block shapes (what the launcher would pass).
-    const kernels::GuardArgs guard{rows, n_dev, nullptr, false, false};
+    const kernels::GuardArgs guard{rows, n_dev, nullptr, false};
     const kernels::MlaArgs mla{{slots64, -1, capacity, 0, 0},
                                {v4_cache, layout::v4_min_page_stride(page), 6}, ScaleRule::kPow2,
                                in, 512, in + 448, 512};
-    const kernels::IndexKArgs no_index{};
     const auto v4_direct = [&](int kN, int rows_per_block) {
       return [=](cudaStream_t s) {
         const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
         if (kN == 8)
-          kernels::fused_store_kernel<MlaLayout::kV4, IndexKFormat::kFp8, int64_t, 8>
-              <<<blocks, dim3(32, 2 * rows_per_block), 0, s>>>(rows_per_block, guard, mla, no_index);
+          kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8, false>
+              <<<blocks, dim3(32, 2 * rows_per_block), 0, s>>>(guard, mla);
         else
-          kernels::fused_store_kernel<MlaLayout::kV4, IndexKFormat::kFp8, int64_t, 16>
-              <<<blocks, dim3(32, rows_per_block), 0, s>>>(rows_per_block, guard, mla, no_index);
+          kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 16, false>
+              <<<blocks, dim3(32, rows_per_block), 0, s>>>(guard, mla);
       };
     };
     const auto with = [](auto p, auto edit) { edit(p); return p; };
@@ -437,6 +457,33 @@ int main(int argc, char** argv) {
       };
     };
 
+    // The guarded copy with its parameters in other constant-bank lines (same body).
+    const auto guarded_lines = [&](bool spread) {
+      return [=](cudaStream_t s) {
+        const int32_t total = static_cast<int32_t>(rows << 4);
+        const auto* k = reinterpret_cast<const uint4*>(in);
+        auto* cache = reinterpret_cast<uint4*>(bf16_cache);
+        if (spread) {
+          SpreadCopyParams p{};
+          p = {k, {}, slots64, {}, n_dev, cache, capacity, total, 4};
+          guarded_copy_three_lines<<<(total + 255) / 256, 256, 0, s>>>(FirstLinePad{}, p);
+        } else {
+          guarded_copy_next_line<<<(total + 255) / 256, 256, 0, s>>>(
+              FirstLinePad{}, CopyParams{k, slots64, cache, total, 4, n_dev, capacity});
+        }
+      };
+    };
+    int sm_count = 0;
+    CACHESTORE_CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
+    // A probe kernel launched with PDL (the library's launch configuration and early trigger).
+    const auto with_pdl = [&](auto kernel, unsigned blocks, dim3 block, auto args) {
+      const kernels::GuardArgs g{rows, n_dev, nullptr, blocks <= static_cast<unsigned>(sm_count)};
+      return [=](cudaStream_t s) { launch(kernel, dim3(blocks), block, s, true, g, args); };
+    };
+    const unsigned bf16_blocks = static_cast<unsigned>((rows + 3) / 4);
+    const kernels::IndexKBf16Args bf16_args{{slots64, -1, capacity, 0, 0}, in, 128,
+                                            bf16_cache, 128, 16};
+
     std::vector<Variant> variants;
     const auto add = [&](std::string name, std::function<void(cudaStream_t)> f) {
       variants.push_back({std::move(name), std::move(f)});
@@ -446,6 +493,8 @@ int main(int argc, char** argv) {
     add("naive lean 512", lean(512));
     add("guarded copy 128", guarded(4));
     add("guarded copy 512", guarded(6));
+    add("guarded copy 128, next line", guarded_lines(false));
+    add("guarded copy 128, 3 lines", guarded_lines(true));
     add("bf16", [&, bf16](cudaStream_t s) { check(store_index_k_bf16(bf16, s)); });
     add("bf16 no count", [&, p = with(bf16, [&](auto& q) { q.batch = batch_all; })](cudaStream_t s) { check(store_index_k_bf16(p, s)); });
     add("fp8 amax", [&, fp8](cudaStream_t s) { check(store_index_k_fp8(fp8, s)); });
@@ -480,14 +529,14 @@ int main(int argc, char** argv) {
     add("probe fp8: far param late", probe_far(probe_fp8_far<kAll | kLateLine>));
     add("probe fp8: far param early", probe_far(probe_fp8_far<kAll | kEarlyLine>));
     add("library fp8 kernel, <<<>>>",
-        probe(kernels::index_k_fp8_kernel<int64_t, 8, ScaleRule::kAmax>));
+        probe(kernels::index_k_fp8_kernel<int64_t, 8, ScaleRule::kAmax, false>));
     add("library fp8 kernel, LaunchEx", [&](cudaStream_t s) {
       cudaLaunchConfig_t config{};
       config.gridDim = dim3(static_cast<unsigned>((rows + 3) / 4));
       config.blockDim = dim3(16, 4);
       config.stream = s;
       CACHESTORE_CHECK_CUDA(cudaLaunchKernelEx(
-          &config, kernels::index_k_fp8_kernel<int64_t, 8, ScaleRule::kAmax>, guard, fp8_args));
+          &config, kernels::index_k_fp8_kernel<int64_t, 8, ScaleRule::kAmax, false>, guard, fp8_args));
     });
     add("fp8 amax (API, again)", [&, fp8](cudaStream_t s) { check(store_index_k_fp8(fp8, s)); });
     add("fp8 pow2", [&, p = with(fp8, [&](auto& q) { q.cache.scale_rule = ScaleRule::kPow2; })](cudaStream_t s) { check(store_index_k_fp8(p, s)); });
@@ -513,88 +562,56 @@ int main(int argc, char** argv) {
     const auto mla_alone = [&](int rows_per_block) {
       return [=](cudaStream_t s) {
         const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-        kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8>
+        kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8, false>
             <<<blocks, dim3(32, 2 * rows_per_block), 0, s>>>(guard, mla);
       };
     };
     add("V4 alone kN=8, 1 row/block", mla_alone(1));
     add("V4 alone kN=8, 2 rows/block", mla_alone(2));
-    // The fused probe kernels at one launch shape: rows_per_block rows a block, of both kinds (2 KV
-    // warps a row, then the index warps: 16 lanes a row), of KV rows only or of index rows only.
-    enum class FusedRows { kBoth, kKvOnly, kIndexOnly };
-    int sm_count = 0;
-    CACHESTORE_CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
-    const auto fused = [&](auto launch_kernel, int rows_per_block, FusedRows which,
-                           bool pdl = false) {
-      const int index_warps = (rows_per_block * 16 + 31) / 32;
-      const int kv_warps = which == FusedRows::kIndexOnly ? 0 : 2 * rows_per_block;
-      const dim3 block(32, kv_warps + (which == FusedRows::kKvOnly ? 0 : index_warps));
+    // The early trigger at n = 512 (one block per SM or fewer: 4 rows a block), on and off, against
+    // 2 rows a block (two blocks per SM: no trigger), for the library's kernels (NOTES.md, item 22).
+    const auto pdl_rows = [&](auto launch_kernel, int rows_per_block, bool trigger) {
       const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-      // With PDL, the early trigger as the library decides it: at most one block per SM.
-      const kernels::GuardArgs g{rows, n_dev, nullptr, pdl,
-                                 pdl && static_cast<int64_t>(blocks) <= sm_count};
-      const int32_t kv_limit = which == FusedRows::kBoth ? -1 : kv_warps;
-      return [=](cudaStream_t s) {
-        launch_kernel(dim3(blocks), block, s, pdl, g, rows_per_block, kv_limit);
-      };
+      const kernels::GuardArgs g{rows, n_dev, nullptr, trigger};
+      return [=](cudaStream_t s) { launch_kernel(dim3(blocks), rows_per_block, s, g); };
     };
-    // rows_per_block last (the parameter order the library had) or first in the parameters.
-    const auto rows_last = [&](auto kernel) {
-      return [=](dim3 grid, dim3 block, cudaStream_t s, bool pdl, kernels::GuardArgs g,
-                 int32_t rows_per_block, int32_t kv_warps) {
-        launch(kernel, grid, block, s, pdl, g, mla, fp8_args, rows_per_block, kv_warps);
-      };
+    const auto library_mla = [&](dim3 grid, int rows_per_block, cudaStream_t s, kernels::GuardArgs g) {
+      launch(kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8, true>, grid, dim3(32, 2 * rows_per_block),
+             s, true, g, mla);
     };
-    const auto rows_first = [&](dim3 grid, dim3 block, cudaStream_t s, bool pdl,
-                                kernels::GuardArgs g, int32_t rows_per_block, int32_t kv_warps) {
-      launch(probe_fused_v4_rows_first, grid, block, s, pdl, rows_per_block, kv_warps, g, mla,
-             fp8_args);
+    const auto library_fused = [&](dim3 grid, int rows_per_block, cudaStream_t s, kernels::GuardArgs g) {
+      launch(kernels::fused_store_kernel<MlaLayout::kV4, IndexKFormat::kFp8, int64_t, 8, true>, grid,
+             dim3(32, 2 * rows_per_block + (rows_per_block * 16 + 31) / 32), s, true,
+             static_cast<int32_t>(rows_per_block), g, mla, fp8_args);
     };
-    const auto by_block = [&](int rows_per_block) {
-      return [=](cudaStream_t s) {
-        const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-        probe_fused_v4_kernel<true><<<dim3(blocks, 2), dim3(32, 2 * rows_per_block), 0, s>>>(
-            guard, mla, fp8_args, rows_per_block);
-      };
+    add("PDL V4 lib, 4 rows, trigger", pdl_rows(library_mla, 4, true));
+    add("PDL V4 lib, 4 rows, no trigger", pdl_rows(library_mla, 4, false));
+    add("PDL V4 lib, 2 rows, no trigger", pdl_rows(library_mla, 2, false));
+    add("PDL fused lib, 4 rows, trigger", pdl_rows(library_fused, 4, true));
+    add("PDL fused lib, 4 rows, no trigger", pdl_rows(library_fused, 4, false));
+    add("PDL fused lib, 2 rows, no trigger", pdl_rows(library_fused, 2, false));
+    // Without PDL: no prologue (the library's kPdl = false) against the prologue at the top or after
+    // the addresses, compiled in but launched without PDL (the wait returns at once).
+    const kernels::MlaArgs v32_mla{{slots64, -1, capacity, 0, 0},
+                                   {v32_cache, layout::v32_min_page_stride(page), 6}, ScaleRule::kPow2,
+                                   in, 576, in + 512, 576};
+    const auto no_pdl = [&](auto kernel, unsigned blocks, dim3 block, auto args) {
+      return [=](cudaStream_t s) { launch(kernel, dim3(blocks), block, s, false, guard, args); };
     };
-    const auto mixed = rows_last(probe_fused_v4_kernel<false>);
-    const auto fixed_rule = rows_last(probe_fused_v4_kernel<false, true>);
-    const auto regs32 = rows_last(probe_fused_v4_kernel<false, false, 4>);
-    using R = FusedRows;
-    add("fused V4+idx, mixed, 1 row", fused(mixed, 1, R::kBoth));
-    add("fused V4+idx, by block, 1 row", by_block(1));
-    add("fused V4+idx, mixed, 2 rows", fused(mixed, 2, R::kBoth));
-    add("fused V4+idx, by block, 2 rows", by_block(2));
-    add("fused V4+idx, fixed rule, 1 row", fused(fixed_rule, 1, R::kBoth));
-    add("fused V4+idx, fixed rule, 2 rows", fused(fixed_rule, 2, R::kBoth));
-    add("fused V4+idx, 32 regs, 1 row", fused(regs32, 1, R::kBoth));
-    add("fused V4+idx, 32 regs, 2 rows", fused(regs32, 2, R::kBoth));
-    add("32 regs, index rows only", fused(regs32, 4, R::kIndexOnly));
-    add("fixed rule, KV rows only", fused(fixed_rule, 1, R::kKvOnly));
-    add("fixed rule, index rows only", fused(fixed_rule, 4, R::kIndexOnly));
-    add("fused V4+idx, rows first, 1 row", fused(rows_first, 1, R::kBoth));
-    add("fused V4+idx, rows first, 2 rows", fused(rows_first, 2, R::kBoth));
-    add("rows first, KV rows only", fused(rows_first, 1, R::kKvOnly));
-    // With PDL: the one cell where moving rows_per_block first read slower in bench_store (PDL on,
-    // n = 512; NOTES.md, item 20).
-    for (const int rows_per_block : {1, 2, 4}) {
-      const std::string shape = std::to_string(rows_per_block) + " rows";
-      add("PDL fused, rows last, " + shape, fused(mixed, rows_per_block, R::kBoth, true));
-      add("PDL fused, rows first, " + shape, fused(rows_first, rows_per_block, R::kBoth, true));
-    }
+    add("bf16: no prologue, no PDL", no_pdl(probe_bf16_pdl<true, false>, bf16_blocks, dim3(16, 4), bf16_args));
+    add("bf16: wait first, no PDL", no_pdl(probe_bf16_pdl<false>, bf16_blocks, dim3(16, 4), bf16_args));
+    add("bf16: addresses first, no PDL", no_pdl(probe_bf16_pdl<true>, bf16_blocks, dim3(16, 4), bf16_args));
+    add("V4: no prologue, no PDL", no_pdl(probe_v4_kernel<kAll>, static_cast<unsigned>(rows), dim3(32, 2), mla));
+    add("V4: wait first, no PDL", no_pdl(probe_v4_kernel<kAll | kBegin>, static_cast<unsigned>(rows), dim3(32, 2), mla));
+    add("V4: addresses first, no PDL", no_pdl(probe_v4_kernel<kAll | kBeginAfterAddresses>, static_cast<unsigned>(rows), dim3(32, 2), mla));
+    add("V3.2: no prologue, no PDL", no_pdl(probe_v32_kernel<true, false>, static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
+    add("V3.2: wait first, no PDL", no_pdl(probe_v32_kernel<false>, static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
+    add("V3.2: addresses first, no PDL", no_pdl(probe_v32_kernel<true>, static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
+    add("PDL V3.2: wait first", with_pdl(probe_v32_kernel<false>, static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
+    add("PDL V3.2: addresses first", with_pdl(probe_v32_kernel<true>, static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
     add("V4 + fp8 index, PDL", [&, p = with(v4_index, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
-    add("V4 alone, fused params", [=](cudaStream_t s) {
-      probe_v4_dead_index_kernel<false><<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
-          guard, mla, fp8_args);
-    });
-    add("V4 alone + dead index path", [=](cudaStream_t s) {
-      probe_v4_dead_index_kernel<true><<<static_cast<unsigned>(rows), dim3(32, 2), 0, s>>>(
-          guard, mla, fp8_args);
-    });
-    add("fused kernel, KV rows only", fused(mixed, 1, R::kKvOnly));
-    add("fused kernel, index rows only", fused(mixed, 4, R::kIndexOnly));
     add("library fp8 kernel kN=8, 4 rows", [=](cudaStream_t s) {
-      kernels::index_k_fp8_kernel<int64_t, 8, ScaleRule::kAmax>
+      kernels::index_k_fp8_kernel<int64_t, 8, ScaleRule::kAmax, false>
           <<<static_cast<unsigned>((rows + 3) / 4), dim3(16, 4), 0, s>>>(guard, fp8_args);
     });
     add("V4 kN=8, 1 row/block", v4_direct(8, 1));
@@ -607,6 +624,14 @@ int main(int argc, char** argv) {
     add("V4 + fp8 index", [&, v4_index](cudaStream_t s) { check(fused_store_cache(v4_index, s)); });
     add("V4, PDL", [&, p = with(v4, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
     add("fp8 amax, PDL", [&, p = with(fp8, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(store_index_k_fp8(p, s)); });
+    // PDL: the wait at the top against the wait after the row's addresses.
+    add("bf16, PDL", [&, p = with(bf16, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(store_index_k_bf16(p, s)); });
+    add("PDL bf16: wait first", with_pdl(probe_bf16_pdl<false>, bf16_blocks, dim3(16, 4), bf16_args));
+    add("PDL bf16: addresses first", with_pdl(probe_bf16_pdl<true>, bf16_blocks, dim3(16, 4), bf16_args));
+    add("PDL fp8: wait first", with_pdl(probe_fp8_kernel<kAll | kBegin>, bf16_blocks, dim3(16, 4), fp8_args));
+    add("PDL fp8: addresses first", with_pdl(probe_fp8_kernel<kAll | kBeginAfterAddresses>, bf16_blocks, dim3(16, 4), fp8_args));
+    add("PDL V4: wait first", with_pdl(probe_v4_kernel<kAll | kBegin>, static_cast<unsigned>(rows), dim3(32, 2), mla));
+    add("PDL V4: addresses first", with_pdl(probe_v4_kernel<kAll | kBeginAfterAddresses>, static_cast<unsigned>(rows), dim3(32, 2), mla));
 
     for (Variant& v : variants) {
       cudaGraph_t graph;

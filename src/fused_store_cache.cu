@@ -24,13 +24,16 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
   dim3 grid;
   CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows, &grid));
   const dim3 block(32, rows * kWarpsPerRow + index_warps);
-  const bool pdl = p.launch.enable_pdl && arch.pdl;
+  const bool pdl = detail::use_pdl(p.launch, arch);
   const kernels::GuardArgs guard = detail::guard_args(p.batch, pdl, grid, arch);
-  if (p.index_k == nullptr)
-    return detail::launch_store(kernels::mla_store_kernel<kLayout, SlotT, kN>, grid, block, stream,
-                                pdl, guard, kv);
-  return detail::launch_store(kernels::fused_store_kernel<kLayout, kIndex, SlotT, kN>, grid, block,
-                              stream, pdl, rows, guard, kv, index);
+  return detail::with_pdl(pdl, [&](auto pdl_constant) {
+    constexpr bool kPdl = decltype(pdl_constant)::value;
+    if (p.index_k == nullptr)
+      return detail::launch_store(kernels::mla_store_kernel<kLayout, SlotT, kN, kPdl>, grid, block,
+                                  stream, pdl, guard, kv);
+    return detail::launch_store(kernels::fused_store_kernel<kLayout, kIndex, SlotT, kN, kPdl>,
+                                grid, block, stream, pdl, rows, guard, kv, index);
+  });
 }
 
 // The instantiation for the run-time layout, index-K format and slot type.

@@ -79,12 +79,24 @@ Status with_values_per_lane(int64_t num_tokens, F&& f) {
   return f(std::integral_constant<int, 16>{});
 }
 
-// With PDL, a grid of at most one block per SM fits in one wave: its threads trigger at the top
-// (see begin_store). Larger grids release their dependents by exiting.
+// With PDL, a grid of at most one block per SM fits in one wave: its threads trigger before
+// their wait (see begin_store). Larger grids release their dependents by exiting.
 inline kernels::GuardArgs guard_args(const Batch& batch, bool pdl, const dim3& grid,
                                      const ArchInfo& arch) {
-  return {batch.num_tokens, batch.num_tokens_non_padded, batch.diagnostics, pdl,
+  return {batch.num_tokens, batch.num_tokens_non_padded, batch.diagnostics,
           pdl && static_cast<int64_t>(grid.x) * grid.y * grid.z <= arch.sm_count};
+}
+
+// Whether a store launches with PDL: asked for, and the running image executes griddepcontrol.
+inline bool use_pdl(const LaunchOptions& launch, const ArchInfo& arch) {
+  return launch.enable_pdl && arch.pdl;
+}
+
+// f(std::bool_constant<kPdl>{}): every store kernel is instantiated with its PDL prologue
+// (kPdl, launched as a programmatic dependent) and without any (begin_store).
+template <typename F>
+Status with_pdl(bool pdl, F&& f) {
+  return pdl ? f(std::true_type{}) : f(std::false_type{});
 }
 
 // A paged cache's slots: the capacity of all owners together and the owner's page filter
@@ -100,21 +112,25 @@ inline kernels::SlotArgs flat_slot_args(const SlotMapping& slots, int64_t capaci
 }
 
 // The index-K kernels: one row on `lanes` lanes (blockDim.x), rows per block from the policy and
-// n, the instantiation for the slot type.
-template <typename Args>
-Status launch_index_k(void (*kernel_i32)(kernels::GuardArgs, Args),
-                      void (*kernel_i64)(kernels::GuardArgs, Args), const Batch& batch,
-                      SlotType slot_type, const LaunchOptions& launch, const ArchInfo& arch,
-                      int32_t lanes, const Args& args, cudaStream_t stream) {
+// n, the instantiation `kernel_for(SlotT{}, std::bool_constant<kPdl>{})` for the slot type and
+// the PDL choice.
+template <typename Args, typename KernelFor>
+Status launch_index_k(KernelFor kernel_for, const Batch& batch, SlotType slot_type,
+                      const LaunchOptions& launch, const ArchInfo& arch, int32_t lanes,
+                      const Args& args, cudaStream_t stream) {
   const int32_t rows = rows_per_block(batch.num_tokens,
                                       std::max(1, arch.policy.min_block_threads / lanes),
                                       std::max(1, arch.policy.block_threads / lanes),
                                       arch.sm_count);
   dim3 grid;
   CACHESTORE_RETURN_IF_ERROR(grid_for_rows(batch.num_tokens, rows, &grid));
-  const bool pdl = launch.enable_pdl && arch.pdl;
-  return launch_store(slot_type == SlotType::kInt32 ? kernel_i32 : kernel_i64, grid,
-                      dim3(lanes, rows), stream, pdl, guard_args(batch, pdl, grid, arch), args);
+  const bool pdl = use_pdl(launch, arch);
+  const kernels::GuardArgs guard = guard_args(batch, pdl, grid, arch);
+  return with_pdl(pdl, [&](auto pdl_constant) {
+    return launch_store(slot_type == SlotType::kInt32 ? kernel_for(int32_t{}, pdl_constant)
+                                                      : kernel_for(int64_t{}, pdl_constant),
+                        grid, dim3(lanes, rows), stream, pdl, guard, args);
+  });
 }
 
 // Lanes per index-K row at `values_per_lane` values a lane, rounded up to a power of two.

@@ -31,15 +31,17 @@ Status store_index_k_bf16(const IndexKBf16Params& p, cudaStream_t stream) {
                                      static_cast<const uint16_t*>(p.k), p.k_row_stride,
                                      static_cast<uint16_t*>(p.cache), p.cache_row_stride,
                                      vecs_per_row};
-  return detail::launch_index_k(kernels::index_k_bf16_kernel<int32_t>,
-                                kernels::index_k_bf16_kernel<int64_t>, p.batch, p.slots.type,
-                                p.launch, arch, lanes, args, stream);
+  return detail::launch_index_k(
+      [](auto slot, auto pdl) {
+        return kernels::index_k_bf16_kernel<decltype(slot), decltype(pdl)::value>;
+      },
+      p.batch, p.slots.type, p.launch, arch, lanes, args, stream);
 }
 
 namespace {
 // The paged (fp8 and fp4) index-K stores: the same checks and launch, each with its cache's check
-// and kernel (`kernel_for(SlotT{}, integral_constant<kN>)`); kFour: whether it takes kN = 4 at
-// decode sizes (fp8; the fp4 kernel's e2m1 bytes come 4 or 8 a lane).
+// and kernel (`kernel_for(SlotT{}, integral_constant<kN>, bool_constant<kPdl>)`); kFour: whether
+// it takes kN = 4 at decode sizes (fp8; the fp4 kernel's e2m1 bytes come 4 or 8 a lane).
 template <bool kFour, typename Params, typename Cache, typename KernelFor>
 Status store_index_k_paged(const Params& p, Status (*check_cache)(const Cache&, const char*),
                            KernelFor kernel_for, cudaStream_t stream) {
@@ -57,28 +59,36 @@ Status store_index_k_paged(const Params& p, Status (*check_cache)(const Cache&, 
   return detail::with_values_per_lane<kFour>(p.batch.num_tokens, [&](auto values) {
     const kernels::IndexKArgs args =
         detail::index_k_args(p.slots, p.k, p.k_row_stride, p.cache, decltype(values)::value);
-    return detail::launch_index_k(kernel_for(int32_t{}, values), kernel_for(int64_t{}, values),
-                                  p.batch, p.slots.type, p.launch, arch, 1 << args.lanes_log2,
-                                  args, stream);
+    return detail::launch_index_k(
+        [&](auto slot, auto pdl) { return kernel_for(slot, values, pdl); }, p.batch,
+        p.slots.type, p.launch, arch, 1 << args.lanes_log2, args, stream);
   });
 }
 }  // namespace
 
 Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
   // One instantiation per scale rule: no run-time branch on the chain after the loads.
-  return store_index_k_paged<true>(p, detail::check_index_k_fp8_cache, [&p](auto slot, auto values) {
-    using SlotT = decltype(slot);
-    constexpr int kN = decltype(values)::value;
-    return p.cache.scale_rule == ScaleRule::kPow2
-               ? kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kPow2>
-               : kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kAmax>;
-  }, stream);
+  return store_index_k_paged<true>(
+      p, detail::check_index_k_fp8_cache,
+      [&p](auto slot, auto values, auto pdl) {
+        using SlotT = decltype(slot);
+        constexpr int kN = decltype(values)::value;
+        constexpr bool kPdl = decltype(pdl)::value;
+        return p.cache.scale_rule == ScaleRule::kPow2
+                   ? kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kPow2, kPdl>
+                   : kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kAmax, kPdl>;
+      },
+      stream);
 }
 
 Status store_index_k_fp4(const IndexKFp4Params& p, cudaStream_t stream) {
-  return store_index_k_paged<false>(p, detail::check_index_k_fp4_cache, [](auto slot, auto values) {
-    return kernels::index_k_fp4_kernel<decltype(slot), decltype(values)::value>;
-  }, stream);
+  return store_index_k_paged<false>(
+      p, detail::check_index_k_fp4_cache,
+      [](auto slot, auto values, auto pdl) {
+        return kernels::index_k_fp4_kernel<decltype(slot), decltype(values)::value,
+                                           decltype(pdl)::value>;
+      },
+      stream);
 }
 
 }  // namespace cachestore

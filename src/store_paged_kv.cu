@@ -140,13 +140,16 @@ kernels::KvSideArgs side_args(const KvInput& in, const KvCacheView& c) {
 template <KvCacheType kCache, KvDataType kIn>
 Status launch(const PagedKvParams& p, const kernels::PagedKvArgs& args, const dim3& grid,
               const dim3& block, const detail::ArchInfo& arch, cudaStream_t stream) {
-  const bool pdl = p.launch.enable_pdl && arch.pdl;
+  const bool pdl = detail::use_pdl(p.launch, arch);
   const kernels::GuardArgs guard = detail::guard_args(p.batch, pdl, grid, arch);
-  return p.slots.type == SlotType::kInt32
-             ? detail::launch_store(kernels::paged_kv_kernel<int32_t, kCache, kIn>, grid, block,
-                                    stream, pdl, guard, args)
-             : detail::launch_store(kernels::paged_kv_kernel<int64_t, kCache, kIn>, grid, block,
-                                    stream, pdl, guard, args);
+  return detail::with_pdl(pdl, [&](auto pdl_constant) {
+    constexpr bool kPdl = decltype(pdl_constant)::value;
+    return p.slots.type == SlotType::kInt32
+               ? detail::launch_store(kernels::paged_kv_kernel<int32_t, kCache, kIn, kPdl>, grid,
+                                      block, stream, pdl, guard, args)
+               : detail::launch_store(kernels::paged_kv_kernel<int64_t, kCache, kIn, kPdl>, grid,
+                                      block, stream, pdl, guard, args);
+  });
 }
 
 }  // namespace

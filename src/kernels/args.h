@@ -12,8 +12,8 @@ struct GuardArgs {
   int64_t num_tokens;           // rows in the padded batch
   const int32_t* n_ptr;         // device [1] or nullptr (all rows real)
   Diagnostics* diagnostics;     // device or nullptr
-  bool pdl;                     // launched as a programmatic dependent (sm_90+ images only)
-  bool early_trigger;           // with pdl: every thread triggers at the top (one-wave grids)
+  bool early_trigger;           // with PDL (the kernels' kPdl): every thread triggers before its
+                                // wait (one-wave grids)
 };
 
 struct SlotArgs {

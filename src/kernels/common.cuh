@@ -34,15 +34,35 @@ namespace cachestore::kernels {
 // decided by the launcher) triggers from every thread at the top, so the next node's launch
 // overlaps this one; a larger grid releases by exiting, because dependents launched early would
 // take SM slots from its remaining blocks. Their own griddepcontrol.wait still waits for this
-// grid to complete and flush, so an early trigger never exposes partial writes. Without PDL
-// (guard.pdl false, or an image without griddepcontrol) neither instruction runs.
-__device__ __forceinline__ void begin_store(const GuardArgs& guard) {
+// grid to complete and flush, so an early trigger never exposes partial writes.
+//
+// Called right before a row's first load, with the offsets (from a kernel-parameter base) of its
+// input loads: their arithmetic runs before the wait (the kernel parameters cannot change under
+// it, only the memory the previous kernel writes), so the first reads of the parameters'
+// constant-bank lines overlap the previous kernel instead of following its completion
+// (measured: 0.06-0.13x of the lean naive node at n <= 128 with PDL; NOTES.md, item 22).
+// Without the empty volatile asm on each offset, the compiler sinks the arithmetic of a
+// conditional load into the load's block, behind the wait (a volatile asm stays in order with
+// the wait's). Offsets, not pointers: a pointer out of an asm is no longer known to be global,
+// and its loads become generic (LD instead of LDG).
+//
+// kPdl is each kernel's template parameter (the launcher picks the instantiation): without PDL
+// there is no prologue at all, so the compiler interleaves the address arithmetic with the loads
+// (the same order behind a run-time PDL branch cost 0.01-0.11x without PDL, V3.2 the most).
+// An image without griddepcontrol (before sm_90) runs neither instruction; the launcher does
+// not ask for PDL there.
+__device__ __forceinline__ void compute_before_wait(int64_t& offset) {
+  asm volatile("" : "+l"(offset));
+}
+template <bool kPdl, typename... Offsets>
+__device__ __forceinline__ void begin_store(const GuardArgs& guard, Offsets&... offsets) {
+  if constexpr (kPdl) {
+    (compute_before_wait(offsets), ...);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (guard.pdl) {
     if (guard.early_trigger) cudaTriggerProgrammaticLaunchCompletion();
     cudaGridDependencySynchronize();
-  }
 #endif
+  }
 }
 
 // The count as read; classify_row needs no clamp (see guard.h).
@@ -100,15 +120,21 @@ struct PagePosition {
 
 // Where an MLA row's lane reads its kN values: lanes below `nope_lanes` from the NoPE input,
 // the rest from the RoPE input. Selected operand by operand, so that the address is a few selects
-// rather than two branches that reconverge in front of the load.
+// rather than two branches that reconverge in front of the load. The base and the offset apart,
+// for begin_store.
 template <int kN>
-__device__ __forceinline__ const uint16_t* nope_or_rope_src(const MlaArgs& a, int64_t row,
-                                                            int lane, int nope_lanes) {
-  const bool is_nope = lane < nope_lanes;
-  const uint16_t* base = is_nope ? a.nope : a.rope;
-  const int64_t stride = is_nope ? a.nope_row_stride : a.rope_row_stride;
-  return base + row * stride + kN * (is_nope ? lane : lane - nope_lanes);
-}
+struct NopeOrRopeSource {
+  const uint16_t* base;
+  int64_t offset;  // elements
+
+  __device__ __forceinline__ NopeOrRopeSource(const MlaArgs& a, int64_t row, int lane,
+                                              int nope_lanes) {
+    const bool is_nope = lane < nope_lanes;
+    base = is_nope ? a.nope : a.rope;
+    offset = row * (is_nope ? a.nope_row_stride : a.rope_row_stride) +
+             kN * (is_nope ? lane : lane - nope_lanes);
+  }
+};
 
 __device__ __forceinline__ uint4 load_vec(const uint16_t* p) {
   return *reinterpret_cast<const uint4*>(p);

@@ -29,9 +29,8 @@ __device__ __forceinline__ PagePosition position_of(const PagedKvArgs& a, int64_
   return {page, static_cast<uint32_t>(slot) - page * p, a.slots};
 }
 
-template <typename SlotT, KvCacheType kCache, KvDataType kIn>
+template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
 __global__ void __launch_bounds__(256) paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a) {
-  begin_store(guard);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const int32_t j = static_cast<int32_t>(blockIdx.y * blockDim.x + threadIdx.x);
   if (row >= guard.num_tokens || j >= a.vecs_per_token) return;
@@ -40,9 +39,12 @@ __global__ void __launch_bounds__(256) paged_kv_kernel(const GuardArgs guard, co
   const uint32_t jj = static_cast<uint32_t>(is_v ? j - a.k_vecs : j);
   const uint32_t head = side.vecs_per_head.div(jj);
   const uint32_t vec = jj - head * side.vecs_per_head.divisor;
-  const uint4 x = load_vec(side.src + row * side.token_stride + head * side.head_stride + 8 * vec);
+  int64_t offset = row * side.token_stride + head * side.head_stride + 8 * vec;
+  int64_t scale_offset = static_cast<int64_t>(head) * side.scale_stride;
+  begin_store<kPdl>(guard, offset, scale_offset);
+  const uint4 x = load_vec(side.src + offset);
   float scale = 0.0f;
-  if constexpr (kCache != KvCacheType::kAuto) scale = side.scale[head * side.scale_stride];
+  if constexpr (kCache != KvCacheType::kAuto) scale = side.scale[scale_offset];
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
   const PagePosition pos = position_of(a, slot);

@@ -18,22 +18,23 @@ namespace cachestore::kernels {
 inline constexpr int kMaxBlockThreads = 512;
 
 // ---- bf16 index-K: blockDim = (lanes per row, rows per block). No pages: no owner sharding.
-template <typename SlotT>
+template <typename SlotT, bool kPdl>
 __global__ void index_k_bf16_kernel(const GuardArgs guard, const IndexKBf16Args a) {
-  begin_store(guard);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  int vec = threadIdx.x;
+  int64_t first = row * a.k_row_stride + 8 * vec;
+  const bool has_first = vec < a.vecs_per_row;
+  begin_store<kPdl>(guard, first);
   if (row >= guard.num_tokens) return;
   const uint16_t* src = a.k + row * a.k_row_stride;
-  int vec = threadIdx.x;
-  const bool has_first = vec < a.vecs_per_row;
-  const uint4 first = has_first ? load_vec(src + 8 * vec) : uint4{};
+  const uint4 first_vec = has_first ? load_vec(a.k + first) : uint4{};
   const int64_t n = load_token_count(guard);
   const int64_t slot = load_slot<SlotT>(a.slots, row);
   // No exit between the loads: an EXIT waits for the loads in flight, and the compiler would
   // issue the count and slot loads after it (measured: +0.1 us a node).
   if (!row_is_stored(guard, a.slots, row, n, slot, 0, threadIdx.x == 0)) return;
   auto* dst = reinterpret_cast<uint8_t*>(a.cache + slot * a.cache_row_stride);
-  if (has_first) store_vec(dst + 16 * vec, first);
+  if (has_first) store_vec(dst + 16 * vec, first_vec);
   for (vec += blockDim.x; vec < a.vecs_per_row; vec += blockDim.x)
     store_vec(dst + 16 * vec, load_vec(src + 8 * vec));
 }
@@ -42,14 +43,16 @@ __global__ void index_k_bf16_kernel(const GuardArgs guard, const IndexKBf16Args 
 // 128 / kN lanes hold one 128-value block; lanes past D / kN (D = 384) only pad the group. A
 // row past the batch (`live` false: the last block's, or the fused kernel's spare index lanes)
 // reads nothing but still takes part in the group's shuffles, which need the whole warp.
-template <typename SlotT, int kN, ScaleRule kRule>
+template <typename SlotT, int kN, ScaleRule kRule, bool kPdl>
 __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
                                                       const IndexKArgs& a, int64_t row,
                                                       int lane, bool live,
                                                       bool count_negative = true) {
   constexpr int kBlockLanes = layout::kQuantBlock / kN;
   const bool active = live && lane * kN < a.head_dim;
-  Bf16Vals<kN> x(a.k + row * a.k_row_stride + lane * kN, active);
+  int64_t offset = row * a.k_row_stride + lane * kN;
+  begin_store<kPdl>(guard, offset);
+  Bf16Vals<kN> x(a.k + offset, active);
   const int64_t n = load_token_count(guard);
   const int64_t slot = live ? load_slot<SlotT>(a.slots, row) : -1;
   const float amax = group_amax<kBlockLanes>(x.amax());
@@ -87,25 +90,27 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
 
 // The row above for the cache's run-time rule (the fused kernel, which is not instantiated per
 // rule: a uniform branch before the loads).
-template <typename SlotT, int kN>
+template <typename SlotT, int kN, bool kPdl>
 __device__ __forceinline__ void store_index_k_fp8_row_any_rule(const GuardArgs& guard,
                                                                const IndexKArgs& a, int64_t row,
                                                                int lane, bool live,
                                                                bool count_negative) {
   if (a.rule == ScaleRule::kPow2) {
-    store_index_k_fp8_row<SlotT, kN, ScaleRule::kPow2>(guard, a, row, lane, live, count_negative);
+    store_index_k_fp8_row<SlotT, kN, ScaleRule::kPow2, kPdl>(guard, a, row, lane, live,
+                                                             count_negative);
   } else {
-    store_index_k_fp8_row<SlotT, kN, ScaleRule::kAmax>(guard, a, row, lane, live, count_negative);
+    store_index_k_fp8_row<SlotT, kN, ScaleRule::kAmax, kPdl>(guard, a, row, lane, live,
+                                                             count_negative);
   }
 }
 
 // blockDim = (2^lanes_log2, rows per block): a multiple of 32 threads, so every warp is whole.
-template <typename SlotT, int kN, ScaleRule kRule>
+template <typename SlotT, int kN, ScaleRule kRule, bool kPdl>
 __global__ void __launch_bounds__(kMaxBlockThreads, 2048 / kMaxBlockThreads)
 index_k_fp8_kernel(const GuardArgs guard, const IndexKArgs a) {
-  begin_store(guard);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  store_index_k_fp8_row<SlotT, kN, kRule>(guard, a, row, threadIdx.x, row < guard.num_tokens);
+  store_index_k_fp8_row<SlotT, kN, kRule, kPdl>(guard, a, row, threadIdx.x,
+                                                row < guard.num_tokens);
 }
 
 // Lanes of one MLA row: 512 values (V4, V4.1: 448 NoPE + 64 RoPE; V3.2: 512 NoPE) at kN per lane,
@@ -115,13 +120,15 @@ inline constexpr int kMlaRowLanes = 512 / kN;
 
 // ---- MLA V4: lanes 0..448/kN-1 hold kN NoPE values each (64/kN lanes per 64-value tile); the
 // last 64/kN lanes hold kN RoPE values each, copied raw.
-template <typename SlotT, int kN>
+template <typename SlotT, int kN, bool kPdl>
 __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const MlaArgs& a,
                                                  int64_t row, int lane) {
   constexpr int kNopeLanes = layout::kV4NopeDim / kN;
   constexpr int kTileLanes = layout::kV4TileSize / kN;
   const bool is_nope = lane < kNopeLanes;
-  Bf16Vals<kN> x(nope_or_rope_src<kN>(a, row, lane, kNopeLanes));
+  NopeOrRopeSource<kN> src(a, row, lane, kNopeLanes);
+  begin_store<kPdl>(guard, src.offset);
+  Bf16Vals<kN> x(src.base + src.offset);
   const auto [amax, pos, stored] = guard_mla_row<SlotT, kTileLanes>(guard, a, row, lane, x);
   if (!stored) return;
 
@@ -154,14 +161,16 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
 // The rule is read after the guard (a uniform branch; MlaArgs keeps it in a constant line read
 // before the loads): a choice of two instantiated rows in front of the row put the branch
 // between the NoPE loads and the slot, count and RoPE loads (NOTES.md, item 15).
-template <typename SlotT, int kN>
+template <typename SlotT, int kN, bool kPdl>
 __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const MlaArgs& a,
                                                   int64_t row, int lane) {
   constexpr int kRopeLanes = layout::kRopeDim / 8;
   constexpr int kTileLanes = layout::kV32TileSize / kN;
-  Bf16Vals<kN> x(a.nope + row * a.nope_row_stride + kN * lane);
-  const uint4 rope = lane < kRopeLanes ? load_vec(a.rope + row * a.rope_row_stride + 8 * lane)
-                                       : uint4{};
+  int64_t nope_offset = row * a.nope_row_stride + kN * lane;
+  int64_t rope_offset = row * a.rope_row_stride + 8 * lane;
+  begin_store<kPdl>(guard, nope_offset, rope_offset);
+  Bf16Vals<kN> x(a.nope + nope_offset);
+  const uint4 rope = lane < kRopeLanes ? load_vec(a.rope + rope_offset) : uint4{};
   const auto [amax, pos, stored] = guard_mla_row<SlotT, kTileLanes>(guard, a, row, lane, x);
   if (!stored) return;
 
@@ -187,15 +196,15 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
 }
 
 // One MLA row of the kernel's layout.
-template <MlaLayout kLayout, typename SlotT, int kN>
+template <MlaLayout kLayout, typename SlotT, int kN, bool kPdl>
 __device__ __forceinline__ void store_mla_row(const GuardArgs& guard, const MlaArgs& kv,
                                               int64_t row, int lane) {
   if constexpr (kLayout == MlaLayout::kV4) {
-    store_mla_v4_row<SlotT, kN>(guard, kv, row, lane);
+    store_mla_v4_row<SlotT, kN, kPdl>(guard, kv, row, lane);
   } else if constexpr (kLayout == MlaLayout::kV32) {
-    store_mla_v32_row<SlotT, kN>(guard, kv, row, lane);
+    store_mla_v32_row<SlotT, kN, kPdl>(guard, kv, row, lane);
   } else {
-    store_mla_v41_row<kLayout, SlotT, kN>(guard, kv, row, lane);
+    store_mla_v41_row<kLayout, SlotT, kN, kPdl>(guard, kv, row, lane);
   }
 }
 
@@ -205,16 +214,15 @@ __device__ __forceinline__ void store_mla_row(const GuardArgs& guard, const MlaA
 // own (probe_small_n; same row code): its rows_per_block parameter (since moved, see there) and
 // the other kind of row's code, even never executed, explain part of it; not its code layout,
 // its 40 registers or its per-warp role branch (NOTES.md, item 20).
-template <MlaLayout kLayout, typename SlotT, int kN>
+template <MlaLayout kLayout, typename SlotT, int kN, bool kPdl>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1536 / kMaxBlockThreads)
 mla_store_kernel(const GuardArgs guard, const MlaArgs kv) {
   constexpr int kWarpsPerRow = kMlaRowLanes<kN> / 32;
-  begin_store(guard);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / kWarpsPerRow) +
                       threadIdx.y / kWarpsPerRow;
   const int lane = static_cast<int>(threadIdx.y % kWarpsPerRow) * 32 + static_cast<int>(threadIdx.x);
   if (row >= guard.num_tokens) return;
-  store_mla_row<kLayout, SlotT, kN>(guard, kv, row, lane);
+  store_mla_row<kLayout, SlotT, kN, kPdl>(guard, kv, row, lane);
 }
 
 // ---- fused_store_cache: blockDim = (32, rows_per_block * warps per row + index warps). The
@@ -223,19 +231,18 @@ mla_store_kernel(const GuardArgs guard, const MlaArgs kv) {
 // fused_store_cache launches it only with an index-K (mla_store_kernel otherwise).
 // rows_per_block is the first parameter: every warp reads it first (its role and row depend on
 // it), and in the parameters' last 64-byte line it cost 0.03-0.07x at n <= 512 (probe_small_n).
-template <MlaLayout kLayout, IndexKFormat kIndex, typename SlotT, int kN>
+template <MlaLayout kLayout, IndexKFormat kIndex, typename SlotT, int kN, bool kPdl>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1536 / kMaxBlockThreads)
 fused_store_kernel(const int32_t rows_per_block, const GuardArgs guard, const MlaArgs kv,
                    const IndexKArgs index) {
   constexpr int kWarpsPerRow = kMlaRowLanes<kN> / 32;
-  begin_store(guard);
   const int warp = threadIdx.y;
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   if (warp < rows_per_block * kWarpsPerRow) {
     const int64_t row = first_row + warp / kWarpsPerRow;
     const int lane = (warp % kWarpsPerRow) * 32 + static_cast<int>(threadIdx.x);
     if (row >= guard.num_tokens) return;
-    store_mla_row<kLayout, SlotT, kN>(guard, kv, row, lane);
+    store_mla_row<kLayout, SlotT, kN, kPdl>(guard, kv, row, lane);
   } else {
     // Whole index warps: lanes past the block's rows or the batch stay for the shuffles.
     const int local = (warp - rows_per_block * kWarpsPerRow) * 32 + threadIdx.x;
@@ -245,9 +252,9 @@ fused_store_kernel(const int32_t rows_per_block, const GuardArgs guard, const Ml
     // The KV warps count a negative n for the launch.
     const int lane = local & ((1 << index.lanes_log2) - 1);
     if constexpr (kIndex == IndexKFormat::kFp8) {
-      store_index_k_fp8_row_any_rule<SlotT, kN>(guard, index, row, lane, live, false);
+      store_index_k_fp8_row_any_rule<SlotT, kN, kPdl>(guard, index, row, lane, live, false);
     } else {
-      store_index_k_fp4_row<SlotT, kN>(guard, index, row, lane, live, false);
+      store_index_k_fp4_row<SlotT, kN, kPdl>(guard, index, row, lane, live, false);
     }
   }
 }

@@ -11,13 +11,15 @@ namespace cachestore::kernels {
 // ---- fp4 index-K (68-byte layout): one row on 2^lanes_log2 lanes, kN values per lane. 32 / kN
 // lanes hold one 32-value group; lanes past D / kN only pad the row's lane group.
 // A row past the batch (`live` false) reads nothing but takes part in the group's shuffles.
-template <typename SlotT, int kN>
+template <typename SlotT, int kN, bool kPdl>
 __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, const IndexKArgs& a,
                                                       int64_t row, int lane, bool live,
                                                       bool count_negative = true) {
   constexpr int kGroupLanes = layout::kFp4Group / kN;
   const bool active = live && lane * kN < a.head_dim;
-  Bf16Vals<kN> x(a.k + row * a.k_row_stride + lane * kN, active);
+  int64_t offset = row * a.k_row_stride + lane * kN;
+  begin_store<kPdl>(guard, offset);
+  Bf16Vals<kN> x(a.k + offset, active);
   const int64_t n = load_token_count(guard);
   const int64_t slot = live ? load_slot<SlotT>(a.slots, row) : -1;
   const float amax = group_amax<kGroupLanes>(x.amax());
@@ -47,12 +49,11 @@ __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, co
 }
 
 // blockDim = (2^lanes_log2, rows per block): a multiple of 32 threads, so every warp is whole.
-template <typename SlotT, int kN>
+template <typename SlotT, int kN, bool kPdl>
 __global__ void __launch_bounds__(512, 4)
 index_k_fp4_kernel(const GuardArgs guard, const IndexKArgs a) {
-  begin_store(guard);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  store_index_k_fp4_row<SlotT, kN>(guard, a, row, threadIdx.x, row < guard.num_tokens);
+  store_index_k_fp4_row<SlotT, kN, kPdl>(guard, a, row, threadIdx.x, row < guard.num_tokens);
 }
 
 // ---- MLA V41 and V41_FP4: lanes 0..448/kN-1 hold kN NoPE values each, the last 64/kN lanes kN
@@ -70,13 +71,15 @@ struct V41Format<MlaLayout::kV41Fp4> {
   static constexpr int kTile = layout::kV41Fp4TileSize;
 };
 
-template <MlaLayout kLayout, typename SlotT, int kN>
+template <MlaLayout kLayout, typename SlotT, int kN, bool kPdl>
 __device__ __forceinline__ void store_mla_v41_row(const GuardArgs& guard, const MlaArgs& a,
                                                   int64_t row, int lane) {
   using Format = V41Format<kLayout>;
   constexpr int kNopeLanes = layout::kV41NopeDim / kN;
   constexpr int kTileLanes = Format::kTile / kN;
-  Bf16Vals<kN> x(nope_or_rope_src<kN>(a, row, lane, kNopeLanes));
+  NopeOrRopeSource<kN> src(a, row, lane, kNopeLanes);
+  begin_store<kPdl>(guard, src.offset);
+  Bf16Vals<kN> x(src.base + src.offset);
   const auto [amax, pos, stored] = guard_mla_row<SlotT, kTileLanes>(guard, a, row, lane, x);
   if (!stored) return;
 
