@@ -75,28 +75,6 @@ __global__ void guarded_copy_three_lines(const FirstLinePad, const SpreadCopyPar
   guarded_copy_body(p.k, p.slots, p.cache, p.total, p.vec_shift, p.n, p.capacity);
 }
 
-// With PDL: the wait at the top (the library's order) or after the row's addresses. The kernel
-// parameters cannot change under the wait, only the memory the previous kernel writes; with the
-// addresses first, the prologue's constant-bank misses overlap the previous node instead of
-// following its completion. The bf16 index-K kernel, otherwise as the library's.
-template <bool kAddressesFirst, bool kPdl = true>
-__global__ void probe_bf16_pdl(const kernels::GuardArgs guard, const kernels::IndexKBf16Args a) {
-  using namespace kernels;
-  if (!kAddressesFirst) begin_store<kPdl>(guard);
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  const int vec = threadIdx.x;
-  int64_t offset = row * a.k_row_stride + 8 * vec;
-  const bool has_first = vec < a.vecs_per_row;
-  if (kAddressesFirst) begin_store<kPdl>(guard, offset);
-  if (row >= guard.num_tokens) return;
-  const uint4 first = has_first ? load_vec(a.k + offset) : uint4{};
-  const int64_t n = load_token_count(guard);
-  const int64_t slot = load_slot<int64_t>(a.slots, row);
-  if (!row_is_stored(guard, a.slots, row, n, slot, 0, threadIdx.x == 0)) return;
-  auto* dst = reinterpret_cast<uint8_t*>(a.cache + slot * a.cache_row_stride);
-  if (has_first) store_vec(dst + 16 * vec, first);
-}
-
 // The fp8 index-K row (D = 128, amax rule, 16 lanes of 8 values, the library's pieces) with
 // parts taken away, to price each: kReduce (the group amax), kQuantize (the scale and e4m3
 // encoding; off: the raw low half of the input), kGuard (the count load and compare; off: the
@@ -232,40 +210,6 @@ __global__ void probe_v4_kernel(const kernels::GuardArgs guard, const kernels::M
     x.store_raw(data_row + layout::kV4NopeDim + 2 * kN * (lane - kNopeLanes));
   }
   if (kParts & kScale) scale_row[lane / kTileLanes] = is_nope ? e8 : 0;
-}
-
-// The library's V3.2 row (kN = 8, pow2 rule, one row a block) with the PDL prologue at the
-// kernel's top and the RoPE address inside its lanes' condition (the library before item 22), or
-// as the library now has it (kAddressesFirst): is the new order slower without PDL?
-template <bool kAddressesFirst, bool kPdl = true>
-__global__ void probe_v32_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs a) {
-  using namespace kernels;
-  constexpr int kN = 8;
-  constexpr int kRopeLanes = layout::kRopeDim / 8;
-  constexpr int kTileLanes = layout::kV32TileSize / kN;
-  if (!kAddressesFirst) begin_store<kPdl>(guard);
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / 2) + threadIdx.y / 2;
-  const int lane = (threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
-  if (row >= guard.num_tokens) return;
-  int64_t nope_offset = row * a.nope_row_stride + kN * lane;
-  int64_t rope_offset = row * a.rope_row_stride + 8 * lane;
-  if (kAddressesFirst) begin_store<kPdl>(guard, nope_offset, rope_offset);
-  Bf16Vals<kN> x(a.nope + nope_offset);
-  const uint4 rope = lane < kRopeLanes ? load_vec(a.rope + rope_offset) : uint4{};
-  const auto [amax, pos, stored] = guard_mla_row<int64_t, kTileLanes>(guard, a, row, lane, x);
-  if (!stored) return;
-  uint8_t* record =
-      a.cache.data + layout::v32_record_offset(pos.local_page, pos.in_page, a.cache.page_stride);
-  x.decode();
-  const uint8_t e8 =
-      pow2_scale_byte(amax, [](float a) { return detail::v32_pow2_scale_base(a); },
-                      [](float a) { return detail::v32_pow2_scale_byte(a); });
-  *reinterpret_cast<Fp8Bytes<kN>*>(record + kN * lane) =
-      x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
-  if (lane % kTileLanes == 0)
-    reinterpret_cast<float*>(record + layout::kV32ScalesOffset)[lane / kTileLanes] =
-        detail::ue8m0_to_float(e8);
-  if (lane < kRopeLanes) store_vec(record + layout::kV32RopeOffset + 16 * lane, rope);
 }
 
 // V4 in SGLang's shape: 2 values a lane, one warp per 64-value tile (7 NoPE warps, the 8th
@@ -502,7 +446,8 @@ int main(int argc, char** argv) {
     add("fp8 amax int32 slots", [&, p = with(fp8, [&](auto& q) { q.slots = s32; })](cudaStream_t s) { check(store_index_k_fp8(p, s)); });
     const kernels::IndexKArgs fp8_args{{slots64, -1, capacity, 0, 0}, in, 128,
                                        {fp8_cache, layout::index_k_fp8_min_page_stride(page, 128), 6},
-                                       128, 4, Fp4Ties::kToEven, ScaleRule::kAmax};
+                                       128, 4, static_cast<uint8_t>(Fp4Ties::kToEven),
+                                       static_cast<uint8_t>(ScaleRule::kAmax)};
     const auto probe = [&](auto kernel) {
       return [=](cudaStream_t s) {
         kernel<<<static_cast<unsigned>((rows + 3) / 4), dim3(16, 4), 0, s>>>(guard, fp8_args);
@@ -598,17 +543,19 @@ int main(int argc, char** argv) {
     const auto no_pdl = [&](auto kernel, unsigned blocks, dim3 block, auto args) {
       return [=](cudaStream_t s) { launch(kernel, dim3(blocks), block, s, false, guard, args); };
     };
-    add("bf16: no prologue, no PDL", no_pdl(probe_bf16_pdl<true, false>, bf16_blocks, dim3(16, 4), bf16_args));
-    add("bf16: wait first, no PDL", no_pdl(probe_bf16_pdl<false>, bf16_blocks, dim3(16, 4), bf16_args));
-    add("bf16: addresses first, no PDL", no_pdl(probe_bf16_pdl<true>, bf16_blocks, dim3(16, 4), bf16_args));
+    add("bf16: no prologue, no PDL", no_pdl(kernels::index_k_bf16_kernel<int64_t, false>, bf16_blocks, dim3(16, 4), bf16_args));
+    add("bf16: addresses first, no PDL", no_pdl(kernels::index_k_bf16_kernel<int64_t, true>, bf16_blocks, dim3(16, 4), bf16_args));
     add("V4: no prologue, no PDL", no_pdl(probe_v4_kernel<kAll>, static_cast<unsigned>(rows), dim3(32, 2), mla));
     add("V4: wait first, no PDL", no_pdl(probe_v4_kernel<kAll | kBegin>, static_cast<unsigned>(rows), dim3(32, 2), mla));
     add("V4: addresses first, no PDL", no_pdl(probe_v4_kernel<kAll | kBeginAfterAddresses>, static_cast<unsigned>(rows), dim3(32, 2), mla));
-    add("V3.2: no prologue, no PDL", no_pdl(probe_v32_kernel<true, false>, static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
-    add("V3.2: wait first, no PDL", no_pdl(probe_v32_kernel<false>, static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
-    add("V3.2: addresses first, no PDL", no_pdl(probe_v32_kernel<true>, static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
-    add("PDL V3.2: wait first", with_pdl(probe_v32_kernel<false>, static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
-    add("PDL V3.2: addresses first", with_pdl(probe_v32_kernel<true>, static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
+    // The library's V3.2 kernel (one row a block): without its prologue, with it but launched
+    // without PDL, and with PDL.
+    const auto v32_kernel = [](auto pdl) {
+      return kernels::mla_store_kernel<MlaLayout::kV32, int64_t, 8, decltype(pdl)::value>;
+    };
+    add("V3.2: no prologue, no PDL", no_pdl(v32_kernel(std::false_type{}), static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
+    add("V3.2: addresses first, no PDL", no_pdl(v32_kernel(std::true_type{}), static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
+    add("PDL V3.2: addresses first", with_pdl(v32_kernel(std::true_type{}), static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
     add("V4 + fp8 index, PDL", [&, p = with(v4_index, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
     add("library fp8 kernel kN=8, 4 rows", [=](cudaStream_t s) {
       kernels::index_k_fp8_kernel<int64_t, 8, ScaleRule::kAmax, false>
@@ -626,8 +573,7 @@ int main(int argc, char** argv) {
     add("fp8 amax, PDL", [&, p = with(fp8, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(store_index_k_fp8(p, s)); });
     // PDL: the wait at the top against the wait after the row's addresses.
     add("bf16, PDL", [&, p = with(bf16, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(store_index_k_bf16(p, s)); });
-    add("PDL bf16: wait first", with_pdl(probe_bf16_pdl<false>, bf16_blocks, dim3(16, 4), bf16_args));
-    add("PDL bf16: addresses first", with_pdl(probe_bf16_pdl<true>, bf16_blocks, dim3(16, 4), bf16_args));
+    add("PDL bf16: addresses first", with_pdl(kernels::index_k_bf16_kernel<int64_t, true>, bf16_blocks, dim3(16, 4), bf16_args));
     add("PDL fp8: wait first", with_pdl(probe_fp8_kernel<kAll | kBegin>, bf16_blocks, dim3(16, 4), fp8_args));
     add("PDL fp8: addresses first", with_pdl(probe_fp8_kernel<kAll | kBeginAfterAddresses>, bf16_blocks, dim3(16, 4), fp8_args));
     add("PDL V4: wait first", with_pdl(probe_v4_kernel<kAll | kBegin>, static_cast<unsigned>(rows), dim3(32, 2), mla));

@@ -145,19 +145,20 @@ inline int32_t index_k_lanes_log2(int32_t head_dim, int32_t values_per_lane) {
 template <typename Cache>
 kernels::IndexKArgs index_k_args(const SlotMapping& slots, const void* k, int64_t k_row_stride,
                                  const Cache& cache, int32_t values_per_lane) {
+  // head_dim is validated (<= 512), so the 16-bit fields hold it and its lanes' log2.
   kernels::IndexKArgs args{
       slot_args(slots, cache.num_pages * cache.page_size),
       static_cast<const uint16_t*>(k),
       k_row_stride,
       {static_cast<uint8_t*>(cache.data), cache.page_stride_bytes, log2_exact(cache.page_size)},
-      cache.head_dim,
-      index_k_lanes_log2(cache.head_dim, values_per_lane),
-      Fp4Ties::kToEven,
-      ScaleRule::kAmax};
+      static_cast<int16_t>(cache.head_dim),
+      static_cast<int16_t>(index_k_lanes_log2(cache.head_dim, values_per_lane)),
+      static_cast<uint8_t>(Fp4Ties::kToEven),
+      static_cast<uint8_t>(ScaleRule::kAmax)};
   if constexpr (std::is_same_v<Cache, IndexKFp8Cache>) {
-    args.rule = cache.scale_rule;
+    args.rule_byte = static_cast<uint8_t>(cache.scale_rule);
   } else {
-    args.ties = cache.ties;
+    args.ties_byte = static_cast<uint8_t>(cache.ties);
   }
   return args;
 }

@@ -67,17 +67,24 @@ struct IndexKBf16Args {
 // so that no miss lands on the chain between the loads and the stores (NOTES.md, version 13).
 
 // The fp8 (132-byte) and fp4 (68-byte) index-K layouts: which one is the kernel's template.
+// 80 bytes: after GuardArgs (0x210-0x22f) the index-K kernels' parameters fill the lines 0x200 and
+// 0x240 only. With 32-bit fields for the last four, the fp4 ties fell in line 0x280, first read
+// on the chain after the loads (NOTES.md, item 22).
 struct IndexKArgs {
   SlotArgs slots;
   const uint16_t* k;            // [num_tokens, D] bf16, row stride k_row_stride elements
   int64_t k_row_stride;
   PagedCacheArgs cache;
-  int32_t head_dim;             // D: fp8 a multiple of 128, fp4 of 32; <= 512
-  int32_t lanes_log2;           // log2 of the lanes per token: next_pow2(D / values per lane)
-  Fp4Ties ties;                 // fp4
-  ScaleRule rule;               // fp8 (the fused kernel's run-time choice; the index-K kernels'
-                                // template)
+  int16_t head_dim;             // D: fp8 a multiple of 128, fp4 of 32; <= 512
+  int16_t lanes_log2;           // log2 of the lanes per token: next_pow2(D / values per lane)
+  uint8_t ties_byte;            // Fp4Ties (fp4)
+  uint8_t rule_byte;            // ScaleRule (fp8: the fused kernel's run-time choice; the
+                                // index-K kernels' template)
+
+  constexpr Fp4Ties ties() const { return static_cast<Fp4Ties>(ties_byte); }
+  constexpr ScaleRule rule() const { return static_cast<ScaleRule>(rule_byte); }
 };
+static_assert(sizeof(IndexKArgs) == 80, "IndexKArgs fills the two constant lines after GuardArgs");
 
 struct MlaArgs {
   SlotArgs slots;

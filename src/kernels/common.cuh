@@ -566,4 +566,29 @@ __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, con
   return {amax, pos, row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)};
 }
 
+// The loads and the guard of an index-K row (fp8, fp4) on kN values a lane, kGroupLanes lanes
+// to a quantization group, then `store(x, amax, pos)`: the row's quantization and writes. The
+// input, count and slot load together; the group's amax takes the whole warp (a row past the
+// batch, `live` false, reads nothing but shuffles, as do lanes past D). Rows past the batch and
+// lanes past D leave first, before the guard (lane 0, the leader, is active in every live row),
+// then the rows the guard refuses: one condition per exit, so that no reconvergence point
+// (BSSY / BSYNC) sits on the path of a stored row.
+template <typename SlotT, int kN, int kGroupLanes, bool kPdl, typename Store>
+__device__ __forceinline__ void guarded_index_k_row(const GuardArgs& guard, const IndexKArgs& a,
+                                                    int64_t row, int lane, bool live,
+                                                    bool count_negative, Store&& store) {
+  const bool active = live && lane * kN < a.head_dim;
+  int64_t offset = row * a.k_row_stride + lane * kN;
+  begin_store<kPdl>(guard, offset);
+  Bf16Vals<kN> x(a.k + offset, active);
+  const int64_t n = load_token_count(guard);
+  const int64_t slot = live ? load_slot<SlotT>(a.slots, row) : -1;
+  const float amax = group_amax<kGroupLanes>(x.amax());
+  if (!active) return;
+  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
+  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0, count_negative))
+    return;
+  store(x, amax, pos);
+}
+
 }  // namespace cachestore::kernels

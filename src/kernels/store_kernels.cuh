@@ -49,20 +49,9 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
                                                       int lane, bool live,
                                                       bool count_negative = true) {
   constexpr int kBlockLanes = layout::kQuantBlock / kN;
-  const bool active = live && lane * kN < a.head_dim;
-  int64_t offset = row * a.k_row_stride + lane * kN;
-  begin_store<kPdl>(guard, offset);
-  Bf16Vals<kN> x(a.k + offset, active);
-  const int64_t n = load_token_count(guard);
-  const int64_t slot = live ? load_slot<SlotT>(a.slots, row) : -1;
-  const float amax = group_amax<kBlockLanes>(x.amax());
-  // Rows past the batch and lanes past D leave here, before the guard (lane 0, the leader, is
-  // active in every live row): one condition per exit, so that no reconvergence point (BSSY /
-  // BSYNC) sits on the path of a stored row.
-  if (!active) return;
-  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
-  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0, count_negative))
-    return;
+  guarded_index_k_row<SlotT, kN, kBlockLanes, kPdl>(guard, a, row, lane, live, count_negative,
+                                                    [&](Bf16Vals<kN>& x, float amax,
+                                                        const PagePosition& pos) {
   x.decode();
   float scale;
   Fp8Bytes<kN> q;
@@ -86,6 +75,7 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
                                                       a.cache.page_stride, a.head_dim));
   store_bytes(data + kN * lane, q, a.cache.page_stride % sizeof(q) == 0);
   if (lane % kBlockLanes == 0) scales[lane / kBlockLanes] = scale;
+  });
 }
 
 // The row above for the cache's run-time rule (the fused kernel, which is not instantiated per
@@ -95,7 +85,7 @@ __device__ __forceinline__ void store_index_k_fp8_row_any_rule(const GuardArgs& 
                                                                const IndexKArgs& a, int64_t row,
                                                                int lane, bool live,
                                                                bool count_negative) {
-  if (a.rule == ScaleRule::kPow2) {
+  if (a.rule() == ScaleRule::kPow2) {
     store_index_k_fp8_row<SlotT, kN, ScaleRule::kPow2, kPdl>(guard, a, row, lane, live,
                                                              count_negative);
   } else {

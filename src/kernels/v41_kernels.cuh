@@ -16,21 +16,13 @@ __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, co
                                                       int64_t row, int lane, bool live,
                                                       bool count_negative = true) {
   constexpr int kGroupLanes = layout::kFp4Group / kN;
-  const bool active = live && lane * kN < a.head_dim;
-  int64_t offset = row * a.k_row_stride + lane * kN;
-  begin_store<kPdl>(guard, offset);
-  Bf16Vals<kN> x(a.k + offset, active);
-  const int64_t n = load_token_count(guard);
-  const int64_t slot = live ? load_slot<SlotT>(a.slots, row) : -1;
-  const float amax = group_amax<kGroupLanes>(x.amax());
-  if (!active) return;  // as in store_index_k_fp8_row: no reconvergence before the stores
-  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
-  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0, count_negative))
-    return;
+  guarded_index_k_row<SlotT, kN, kGroupLanes, kPdl>(guard, a, row, lane, live, count_negative,
+                                                    [&](Bf16Vals<kN>& x, float amax,
+                                                        const PagePosition& pos) {
   const uint8_t e8 = detail::index_k_fp4_scale_byte(amax);
   const float inv = detail::ue8m0_reciprocal(e8);  // x / 2^(e8 - 127), exact
   Fp4Bytes<kN> q =
-      x.to_e2m1(detail::ue8m0_to_float(e8), a.ties, [inv](float v) { return v * inv; });
+      x.to_e2m1(detail::ue8m0_to_float(e8), a.ties(), [inv](float v) { return v * inv; });
   if constexpr (kN == 8) {
     q = e2m1_drop_zero_signs(q);
   } else {
@@ -46,6 +38,7 @@ __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, co
                                                   a.cache.page_stride, a.head_dim) +
                  lane / kGroupLanes] = e8;
   }
+  });
 }
 
 // blockDim = (2^lanes_log2, rows per block): a multiple of 32 threads, so every warp is whole.
