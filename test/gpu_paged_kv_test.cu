@@ -144,37 +144,36 @@ TEST_P(PagedKvReplay, GraphReplayNeverWritesPaddingRowsAndSeesNewScales) {
     naive_k_cache.assign(c.k_cache().host.size(), kPoison);
     naive_v_cache.assign(c.v_cache()->host.size(), kPoison);
     cudaGraph_t naive_graph;
-    CUDA_ASSERT(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    const cudaError_t k_err = naive_scatter(thrust::raw_pointer_cast(naive_k.data()),
-                                            thrust::raw_pointer_cast(naive_slots.data()),
-                                            thrust::raw_pointer_cast(naive_k_cache.data()), kRows,
-                                            kv_width, c.capacity(), stream);
-    const cudaError_t v_err = naive_scatter(thrust::raw_pointer_cast(naive_v.data()),
-                                            thrust::raw_pointer_cast(naive_slots.data()),
-                                            thrust::raw_pointer_cast(naive_v_cache.data()), kRows,
-                                            kv_width, c.capacity(), stream);
-    CUDA_ASSERT(cudaStreamEndCapture(stream, &naive_graph));
-    CUDA_ASSERT(k_err);
-    CUDA_ASSERT(v_err);
-    CUDA_ASSERT(cudaGraphInstantiate(&naive_exec, naive_graph, 0));
+    const auto scatter = [&](thrust::device_vector<uint16_t>& in,
+                             thrust::device_vector<uint8_t>& cache, cudaStream_t s) {
+      return naive_scatter(thrust::raw_pointer_cast(in.data()),
+                           thrust::raw_pointer_cast(naive_slots.data()),
+                           thrust::raw_pointer_cast(cache.data()), kRows, kv_width, c.capacity(),
+                           s);
+    };
+    ASSERT_TRUE(capture_graph(
+        stream,
+        [&](cudaStream_t s) {
+          const cudaError_t k_err = scatter(naive_k, naive_k_cache, s);
+          const cudaError_t v_err = scatter(naive_v, naive_v_cache, s);
+          return cuda_result(k_err != cudaSuccess ? k_err : v_err);
+        },
+        &naive_graph, &naive_exec));
     CUDA_ASSERT(cudaGraphDestroy(naive_graph));
   }
 
   int corrupted = 0;
-  for (int padding = 0; padding < 3; ++padding) {
+  for (Padding padding : kPaddings) {
     for (int64_t n = 0; n <= kRows; ++n) {
-      SCOPED_TRACE("padding " + std::to_string(padding) + ", n = " + std::to_string(n));
-      std::vector<int64_t> slots = distinct_slots(rng_, kRows, c.capacity(), -1);
-      for (int64_t i = n; i < kRows; ++i) slots[i] = padding == 0 ? 0 : padding == 1 ? previous[i] : -1;
+      SCOPED_TRACE("padding " + std::to_string(static_cast<int>(padding)) + ", n = " +
+                   std::to_string(n));
+      const std::vector<int64_t> slots =
+          padded_replay_slots(rng_, kRows, n, c.capacity(), padding, previous);
       c.randomize_inputs(rng_, n);
       c.randomize_scales(rng_);  // new scales every replay: read at run time
       c.set_count(static_cast<int32_t>(n));
       c.set_slots(slots);
-      c.upload_inputs();
-      CUDA_ASSERT(cudaGraphLaunch(exec, stream));
-      CUDA_ASSERT(cudaStreamSynchronize(stream));
-      c.run_reference();
-      ASSERT_TRUE(c.outputs_match());
+      ASSERT_TRUE(replay_matches_reference(c, exec, stream));
       previous = slots;
       if (control) {
         thrust::copy(slots.begin(), slots.end(), naive_slots.begin());
@@ -189,12 +188,9 @@ TEST_P(PagedKvReplay, GraphReplayNeverWritesPaddingRowsAndSeesNewScales) {
         thrust::copy(v.begin(), v.end(), naive_v.begin());
         CUDA_ASSERT(cudaGraphLaunch(naive_exec, stream));
         CUDA_ASSERT(cudaStreamSynchronize(stream));
-        std::vector<uint8_t> nk(naive_k_cache.size()), nv(naive_v_cache.size());
-        thrust::copy(naive_k_cache.begin(), naive_k_cache.end(), nk.begin());
-        thrust::copy(naive_v_cache.begin(), naive_v_cache.end(), nv.begin());
-        if (nk != c.k_cache().host || nv != c.v_cache()->host) ++corrupted;
-        naive_k_cache.assign(c.k_cache().host.begin(), c.k_cache().host.end());
-        naive_v_cache.assign(c.v_cache()->host.begin(), c.v_cache()->host.end());
+        const bool k_differs = naive_differs_then_resync(naive_k_cache, c.k_cache().host);
+        const bool v_differs = naive_differs_then_resync(naive_v_cache, c.v_cache()->host);
+        if (k_differs || v_differs) ++corrupted;
       }
     }
   }

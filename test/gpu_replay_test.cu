@@ -9,19 +9,8 @@ namespace cachestore::test {
 namespace {
 
 constexpr int64_t kCapturedRows = 32;
-enum class Padding { kZero, kStale, kMinusOne };
 
-class PaddedReplay : public GpuTest, public ::testing::WithParamInterface<StoreKind> {
- protected:
-  // Slots of one replay: real rows get fresh distinct slots; padding rows what the engine left.
-  std::vector<int64_t> replay_slots(int64_t n, int64_t capacity, Padding padding,
-                                    const std::vector<int64_t>& previous) {
-    std::vector<int64_t> slots = distinct_slots(rng_, kCapturedRows, capacity, -1);
-    for (int64_t i = n; i < kCapturedRows; ++i)
-      slots[i] = padding == Padding::kZero ? 0 : padding == Padding::kMinusOne ? -1 : previous[i];
-    return slots;
-  }
-};
+class PaddedReplay : public GpuTest, public ::testing::WithParamInterface<StoreKind> {};
 
 INSTANTIATE_TEST_SUITE_P(AllStores, PaddedReplay,
                          ::testing::Values(StoreKind::kIndexKBf16, StoreKind::kIndexKFp8Amax,
@@ -64,32 +53,30 @@ TEST_P(PaddedReplay, GraphReplayNeverWritesPaddingRows) {
   if (control) {
     naive_cache.assign(c.cache().host.size(), kPoison);
     cudaGraph_t naive_graph;
-    CUDA_ASSERT(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    const cudaError_t launched = naive_scatter(
-        thrust::raw_pointer_cast(naive_k.data()), thrust::raw_pointer_cast(naive_slots.data()),
-        thrust::raw_pointer_cast(naive_cache.data()), kCapturedRows, shape.head_dim, capacity,
-        stream);
-    CUDA_ASSERT(cudaStreamEndCapture(stream, &naive_graph));
-    CUDA_ASSERT(launched);
-    CUDA_ASSERT(cudaGraphInstantiate(&naive_exec, naive_graph, 0));
+    ASSERT_TRUE(capture_graph(
+        stream,
+        [&](cudaStream_t s) {
+          return cuda_result(naive_scatter(thrust::raw_pointer_cast(naive_k.data()),
+                                           thrust::raw_pointer_cast(naive_slots.data()),
+                                           thrust::raw_pointer_cast(naive_cache.data()),
+                                           kCapturedRows, shape.head_dim, capacity, s));
+        },
+        &naive_graph, &naive_exec));
     CUDA_ASSERT(cudaGraphDestroy(naive_graph));
   }
 
   int corrupted_replays = 0;
-  for (Padding padding : {Padding::kZero, Padding::kStale, Padding::kMinusOne}) {
+  for (Padding padding : kPaddings) {
     for (int64_t n = 0; n <= kCapturedRows; ++n) {
       SCOPED_TRACE("padding " + std::to_string(static_cast<int>(padding)) + ", n = " +
                    std::to_string(n));
-      const std::vector<int64_t> slots = replay_slots(n, capacity, padding, previous);
+      const std::vector<int64_t> slots =
+          padded_replay_slots(rng_, kCapturedRows, n, capacity, padding, previous);
       c.randomize_inputs(rng_, n);
       c.set_count(static_cast<int32_t>(n));
       c.set_slots(slots);
       c.set_index_slots(slots);
-      c.upload_inputs();
-      CUDA_ASSERT(cudaGraphLaunch(exec, stream));
-      CUDA_ASSERT(cudaStreamSynchronize(stream));
-      c.run_reference();
-      ASSERT_TRUE(c.outputs_match());
+      ASSERT_TRUE(replay_matches_reference(c, exec, stream));
       previous = slots;
 
       if (control) {
@@ -99,10 +86,7 @@ TEST_P(PaddedReplay, GraphReplayNeverWritesPaddingRows) {
         thrust::copy(k, k + kCapturedRows * shape.head_dim, naive_k.begin());
         CUDA_ASSERT(cudaGraphLaunch(naive_exec, stream));
         CUDA_ASSERT(cudaStreamSynchronize(stream));
-        std::vector<uint8_t> naive(naive_cache.size());
-        thrust::copy(naive_cache.begin(), naive_cache.end(), naive.begin());
-        if (naive != c.cache().host) ++corrupted_replays;
-        naive_cache.assign(c.cache().host.begin(), c.cache().host.end());  // resync
+        if (naive_differs_then_resync(naive_cache, c.cache().host)) ++corrupted_replays;
       }
     }
   }

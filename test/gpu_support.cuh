@@ -123,15 +123,35 @@ class Scenario {
 
 // A store case (StoreCase, KvCase) run once on the legacy stream, then its host reference, then
 // every output byte compared.
-template <typename Case>
-::testing::AssertionResult store_matches_reference(Case& c) {
-  const Status status = c.run_device(nullptr);
+inline ::testing::AssertionResult cuda_result(cudaError_t err) {
+  if (err != cudaSuccess) return ::testing::AssertionFailure() << cudaGetErrorString(err);
+  return ::testing::AssertionSuccess();
+}
+inline ::testing::AssertionResult store_result(Status status) {
   if (status != Status::kSuccess)
     return ::testing::AssertionFailure() << status_string(status) << ": " << last_error_message();
-  const cudaError_t err = cudaDeviceSynchronize();
-  if (err != cudaSuccess) return ::testing::AssertionFailure() << cudaGetErrorString(err);
+  return ::testing::AssertionSuccess();
+}
+
+template <typename Case>
+::testing::AssertionResult store_matches_reference(Case& c) {
+  if (auto stored = store_result(c.run_device(nullptr)); !stored) return stored;
+  if (auto synced = cuda_result(cudaDeviceSynchronize()); !synced) return synced;
   c.run_reference();
   return c.outputs_match();
+}
+
+// `launch(stream)` (an AssertionResult) captured into a CUDA graph on `stream` and instantiated.
+template <typename Launch>
+::testing::AssertionResult capture_graph(cudaStream_t stream, Launch&& launch, cudaGraph_t* graph,
+                                         cudaGraphExec_t* exec) {
+  if (auto began = cuda_result(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      !began)
+    return began;
+  const ::testing::AssertionResult launched = launch(stream);
+  if (auto ended = cuda_result(cudaStreamEndCapture(stream, graph)); !ended) return ended;
+  if (!launched) return launched;
+  return cuda_result(cudaGraphInstantiate(exec, *graph, 0));
 }
 
 // The case's store captured into a CUDA graph on `stream`, as an engine captures its decode step
@@ -139,16 +159,31 @@ template <typename Case>
 template <typename Case>
 ::testing::AssertionResult capture_store(Case& c, cudaStream_t stream, cudaGraph_t* graph,
                                          cudaGraphExec_t* exec) {
-  cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
-  if (err != cudaSuccess) return ::testing::AssertionFailure() << cudaGetErrorString(err);
-  const Status captured = c.run_device(stream);
-  err = cudaStreamEndCapture(stream, graph);
-  if (err != cudaSuccess) return ::testing::AssertionFailure() << cudaGetErrorString(err);
-  if (captured != Status::kSuccess)
-    return ::testing::AssertionFailure() << status_string(captured) << ": " << last_error_message();
-  err = cudaGraphInstantiate(exec, *graph, 0);
-  if (err != cudaSuccess) return ::testing::AssertionFailure() << cudaGetErrorString(err);
-  return ::testing::AssertionSuccess();
+  return capture_graph(
+      stream, [&](cudaStream_t s) { return store_result(c.run_device(s)); }, graph, exec);
+}
+
+// One replay of a captured store: the case's inputs, count and slots uploaded, the graph
+// replayed, every output byte compared with the host reference.
+template <typename Case>
+::testing::AssertionResult replay_matches_reference(Case& c, cudaGraphExec_t exec,
+                                                    cudaStream_t stream) {
+  c.upload_inputs();
+  if (auto launched = cuda_result(cudaGraphLaunch(exec, stream)); !launched) return launched;
+  if (auto synced = cuda_result(cudaStreamSynchronize(stream)); !synced) return synced;
+  c.run_reference();
+  return c.outputs_match();
+}
+
+// The naive control of a replay test, after one replay: whether its cache differs from the
+// guarded store's (`guarded`, checked against the reference); then it takes those bytes, so that
+// each replay starts from the same cache.
+inline bool naive_differs_then_resync(thrust::device_vector<uint8_t>& naive,
+                                      const std::vector<uint8_t>& guarded) {
+  std::vector<uint8_t> got(naive.size());
+  thrust::copy(naive.begin(), naive.end(), got.begin());
+  naive.assign(guarded.begin(), guarded.end());
+  return got != guarded;
 }
 
 }  // namespace cachestore::test

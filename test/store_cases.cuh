@@ -213,6 +213,20 @@ class StoreCase {
         kind_ == StoreKind::kIndexKFp4Even ? Fp4Ties::kToEven : Fp4Ties::kTowardZero;
     IndexKFp4Cache fp4_cache{nullptr, pages_, shape_.page_size, index_stride_, shape_.head_dim,
                              ties};
+    // The paged index-K stores (fp8, fp4): the same fields, each with its cache, its host
+    // reference and its store.
+    const auto paged_index_k = [&](auto p, const auto& cache, auto* reference_store,
+                                   auto* device_store) {
+      p.batch = batch;
+      p.slots = slots;
+      p.k = ptr(k_, side);
+      p.k_row_stride = k_stride_;
+      p.cache = cache;
+      p.cache.data = ptr(cache_, side);
+      p.launch = launch;
+      if (side == Side::kHost) return reference_store(p), Status::kSuccess;
+      return device_store(p, stream);
+    };
     switch (kind_) {
       case StoreKind::kIndexKBf16: {
         IndexKBf16Params p;
@@ -229,31 +243,13 @@ class StoreCase {
         return store_index_k_bf16(p, stream);
       }
       case StoreKind::kIndexKFp8Amax:
-      case StoreKind::kIndexKFp8Pow2: {
-        IndexKFp8Params p;
-        p.batch = batch;
-        p.slots = slots;
-        p.k = ptr(k_, side);
-        p.k_row_stride = k_stride_;
-        p.cache = index_cache;
-        p.cache.data = ptr(cache_, side);
-        p.launch = launch;
-        if (side == Side::kHost) return reference::store_index_k_fp8(p), Status::kSuccess;
-        return store_index_k_fp8(p, stream);
-      }
+      case StoreKind::kIndexKFp8Pow2:
+        return paged_index_k(IndexKFp8Params{}, index_cache, reference::store_index_k_fp8,
+                             store_index_k_fp8);
       case StoreKind::kIndexKFp4Even:
-      case StoreKind::kIndexKFp4TowardZero: {
-        IndexKFp4Params p;
-        p.batch = batch;
-        p.slots = slots;
-        p.k = ptr(k_, side);
-        p.k_row_stride = k_stride_;
-        p.cache = fp4_cache;
-        p.cache.data = ptr(cache_, side);
-        p.launch = launch;
-        if (side == Side::kHost) return reference::store_index_k_fp4(p), Status::kSuccess;
-        return store_index_k_fp4(p, stream);
-      }
+      case StoreKind::kIndexKFp4TowardZero:
+        return paged_index_k(IndexKFp4Params{}, fp4_cache, reference::store_index_k_fp4,
+                             store_index_k_fp4);
       default: {
         FusedStoreParams p;
         p.batch = batch;

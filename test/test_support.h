@@ -63,6 +63,22 @@ inline std::vector<int64_t> distinct_slots(std::mt19937_64& rng, int64_t count, 
   return all;
 }
 
+// What an engine leaves in the padding rows of a captured batch: slot 0, the previous replay's
+// (stale) slot, or -1.
+enum class Padding { kZero, kStale, kMinusOne };
+inline constexpr Padding kPaddings[] = {Padding::kZero, Padding::kStale, Padding::kMinusOne};
+
+// The slots of one replay of `rows` captured rows with n real ones: fresh distinct slots for the
+// real rows, `padding` for the others.
+inline std::vector<int64_t> padded_replay_slots(std::mt19937_64& rng, int64_t rows, int64_t n,
+                                                int64_t capacity, Padding padding,
+                                                const std::vector<int64_t>& previous) {
+  std::vector<int64_t> slots = distinct_slots(rng, rows, capacity, -1);
+  for (int64_t i = n; i < rows; ++i)
+    slots[i] = padding == Padding::kZero ? 0 : padding == Padding::kMinusOne ? -1 : previous[i];
+  return slots;
+}
+
 inline std::vector<uint8_t> slots_as_bytes(const std::vector<int64_t>& slots, SlotType type) {
   std::vector<uint8_t> bytes;
   if (type == SlotType::kInt64) {

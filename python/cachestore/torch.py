@@ -353,23 +353,30 @@ def _prepare_index_k_bf16(k, slot_mapping, cache, num_tokens_non_padded, diagnos
                  ("num_tokens_non_padded", num_tokens_non_padded), ("diagnostics", diagnostics))
 
 
+def _index_rule_and_page_size(fp4, k, cache_name, cache, page_size, rule_arg, rule):
+    """An fp8 (fp4) index-K cache's scale rule (ties), checked, and its page size, given or
+    inferred from the cache's bytes per page and k's width: (page size, rule id)."""
+    rules = _TIES if fp4 else _SCALE_RULES
+    if rule not in rules:
+        raise ValueError(f"{rule_arg} = {rule!r}: expected one of {sorted(rules)}")
+    d = k.shape[1]
+    page_bytes = _index_fp4_page_bytes if fp4 else _index_fp8_page_bytes
+    page_size = _infer_page_size(cache_name, page_size, _page_bytes(cache), (fp4, d),
+                                 lambda p: page_bytes(p, d))
+    return page_size, rules[rule]
+
+
 def _prepare_index_k_quantized(fp4, k, slot_mapping, cache, page_size, rule_name,
                                num_tokens_non_padded, diagnostics, owner_rank, owner_size):
     _check_rows("k", k)
     _check_slots("slot_mapping", slot_mapping, k.shape[0])
     _check_paged_bytes("cache", cache)
     _check_options(num_tokens_non_padded, diagnostics, owner_rank, owner_size)
-    rules = _TIES if fp4 else _SCALE_RULES
-    if rule_name not in rules:
-        raise ValueError(f"{'ties' if fp4 else 'scale_rule'} = {rule_name!r}: expected one of "
-                         f"{sorted(rules)}")
-    d = k.shape[1]
-    page_bytes = _index_fp4_page_bytes if fp4 else _index_fp8_page_bytes
-    page_size = _infer_page_size("cache", page_size, _page_bytes(cache), (fp4, d),
-                                 lambda p: page_bytes(p, d))
+    page_size, rule = _index_rule_and_page_size(fp4, k, "cache", cache, page_size,
+                                                "ties" if fp4 else "scale_rule", rule_name)
     _same_device(("k", k), ("slot_mapping", slot_mapping), ("cache", cache),
                  ("num_tokens_non_padded", num_tokens_non_padded), ("diagnostics", diagnostics))
-    return page_size, rules[rule_name]
+    return page_size, rule
 
 
 def _prepare_fused(nope, rope, slot_mapping, kv_cache, layout, page_size, scale_rule, index_k,
@@ -406,17 +413,11 @@ def _prepare_fused(nope, rope, slot_mapping, kv_cache, layout, page_size, scale_
         if index_format not in ("fp8", "fp4"):
             raise ValueError(f"index_format = {index_format!r}: expected 'fp8' or 'fp4'")
         fp4 = index_format == "fp4"
-        rules = _TIES if fp4 else _SCALE_RULES
         if index_rule is None:
             index_rule = "even" if fp4 else "amax"
-        if index_rule not in rules:
-            raise ValueError(f"index_rule = {index_rule!r}: expected one of {sorted(rules)}")
-        d = index_k.shape[1]
-        page_bytes = _index_fp4_page_bytes if fp4 else _index_fp8_page_bytes
-        index_page_size = _infer_page_size("index_cache", index_page_size,
-                                           _page_bytes(index_cache), (fp4, d),
-                                           lambda p: page_bytes(p, d))
-        index = (c.INDEX_K_FP4 if fp4 else c.INDEX_K_FP8, index_page_size, rules[index_rule])
+        index_page_size, rule = _index_rule_and_page_size(fp4, index_k, "index_cache", index_cache,
+                                                          index_page_size, "index_rule", index_rule)
+        index = (c.INDEX_K_FP4 if fp4 else c.INDEX_K_FP8, index_page_size, rule)
     _same_device(("nope", nope), ("rope", rope), ("slot_mapping", slot_mapping),
                  ("kv_cache", kv_cache), ("index_k", index_k),
                  ("index_slot_mapping", index_slot_mapping), ("index_cache", index_cache),
