@@ -31,7 +31,7 @@ namespace cachestore::kernels {
 // with PDL, wait for it before the first read. Dependents launch once every block of this grid
 // has triggered or exited, and a block counts as triggered only when all its threads have
 // (one thread's trigger releases nothing early). A grid that fits in one wave (guard.early_trigger,
-// decided by the launcher) triggers from every thread at the top, so the next node's launch
+// decided by the launcher) triggers from every thread before the wait, so the next node's launch
 // overlaps this one; a larger grid releases by exiting, because dependents launched early would
 // take SM slots from its remaining blocks. Their own griddepcontrol.wait still waits for this
 // grid to complete and flush, so an early trigger never exposes partial writes.
@@ -40,7 +40,7 @@ namespace cachestore::kernels {
 // input loads: their arithmetic runs before the wait (the kernel parameters cannot change under
 // it, only the memory the previous kernel writes), so the first reads of the parameters'
 // constant-bank lines overlap the previous kernel instead of following its completion
-// (measured: 0.06-0.13x of the lean naive node at n <= 128 with PDL; NOTES.md, item 22).
+// (measured with PDL at n <= 512: 0.03-0.14x of the lean naive node off the DeepSeek stores, 0.2-0.3x off paged K/V at n <= 32; NOTES.md, item 22).
 // Without the empty volatile asm on each offset, the compiler sinks the arithmetic of a
 // conditional load into the load's block, behind the wait (a volatile asm stays in order with
 // the wait's). Offsets, not pointers: a pointer out of an asm is no longer known to be global,
