@@ -40,7 +40,8 @@ namespace cachestore::kernels {
 // input loads: their arithmetic runs before the wait (the kernel parameters cannot change under
 // it, only the memory the previous kernel writes), so the first reads of the parameters'
 // constant-bank lines overlap the previous kernel instead of following its completion
-// (measured with PDL at n <= 512: 0.03-0.14x of the lean naive node off the DeepSeek stores, 0.2-0.3x off paged K/V at n <= 32; NOTES.md, item 22).
+// (measured with PDL at n <= 512: 0.03-0.14x of the lean naive node off the DeepSeek stores,
+// 0.2-0.3x off paged K/V at n <= 32; NOTES.md, item 22).
 // Without the empty volatile asm on each offset, the compiler sinks the arithmetic of a
 // conditional load into the load's block, behind the wait (a volatile asm stays in order with
 // the wait's). Offsets, not pointers: a pointer out of an asm is no longer known to be global,
@@ -48,7 +49,7 @@ namespace cachestore::kernels {
 //
 // kPdl is each kernel's template parameter (the launcher picks the instantiation): without PDL
 // there is no prologue at all, so the compiler interleaves the address arithmetic with the loads
-// (the same order behind a run-time PDL branch cost 0.01-0.11x without PDL, V3.2 the most).
+// (the same order behind a run-time PDL branch cost 0.00-0.10x without PDL, V3.2 the most).
 // An image without griddepcontrol (before sm_90) runs neither instruction; the launcher does
 // not ask for PDL there.
 __device__ __forceinline__ void compute_before_wait(int64_t& offset) {
