@@ -52,29 +52,29 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
   guarded_index_k_row<SlotT, kN, kBlockLanes, kPdl>(guard, a, row, lane, live, count_negative,
                                                     [&](Bf16Vals<kN>& x, float amax,
                                                         const PagePosition& pos) {
-  x.decode();
-  float scale;
-  Fp8Bytes<kN> q;
-  if constexpr (kRule == ScaleRule::kPow2) {
-    const uint8_t e8 =
-        pow2_scale_byte(amax, [](float a) { return detail::index_k_scale_base(a); },
-                        [](float a) { return detail::index_k_pow2_scale_byte(a); });
-    scale = detail::ue8m0_to_float(e8);
-    q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));  // x * 2^-e == x / 2^e exactly
-  } else {
-    scale = detail::index_k_scale_base(amax);
-    q = x.template to_e4m3_divided<ScaleSource::kIndexKAmax>(scale);
-  }
-  // Both addresses before either store, so that the scale store issues right after the data.
-  uint8_t* const data = a.cache.data + layout::index_k_fp8_data_offset(pos.local_page, pos.in_page,
-                                                                       a.cache.page_stride,
-                                                                       a.head_dim);
-  float* const scales = reinterpret_cast<float*>(
-      a.cache.data + layout::index_k_fp8_scale_offset(pos.local_page, pos.in_page,
-                                                      int64_t{1} << a.cache.page_shift,
-                                                      a.cache.page_stride, a.head_dim));
-  store_bytes(data + kN * lane, q, a.cache.page_stride % sizeof(q) == 0);
-  if (lane % kBlockLanes == 0) scales[lane / kBlockLanes] = scale;
+    x.decode();
+    float scale;
+    Fp8Bytes<kN> q;
+    if constexpr (kRule == ScaleRule::kPow2) {
+      const uint8_t e8 =
+          pow2_scale_byte(amax, [](float a) { return detail::index_k_scale_base(a); },
+                          [](float a) { return detail::index_k_pow2_scale_byte(a); });
+      scale = detail::ue8m0_to_float(e8);
+      q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));  // x * 2^-e == x / 2^e exactly
+    } else {
+      scale = detail::index_k_scale_base(amax);
+      q = x.template to_e4m3_divided<ScaleSource::kIndexKAmax>(scale);
+    }
+    // Both addresses before either store, so that the scale store issues right after the data.
+    uint8_t* const data =
+        a.cache.data + layout::index_k_fp8_data_offset(pos.local_page, pos.in_page,
+                                                       a.cache.page_stride, a.head_dim);
+    float* const scales = reinterpret_cast<float*>(
+        a.cache.data + layout::index_k_fp8_scale_offset(pos.local_page, pos.in_page,
+                                                        int64_t{1} << a.cache.page_shift,
+                                                        a.cache.page_stride, a.head_dim));
+    store_bytes(data + kN * lane, q, a.cache.page_stride % sizeof(q) == 0);
+    if (lane % kBlockLanes == 0) scales[lane / kBlockLanes] = scale;
   });
 }
 

@@ -19,25 +19,25 @@ __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, co
   guarded_index_k_row<SlotT, kN, kGroupLanes, kPdl>(guard, a, row, lane, live, count_negative,
                                                     [&](Bf16Vals<kN>& x, float amax,
                                                         const PagePosition& pos) {
-  const uint8_t e8 = detail::index_k_fp4_scale_byte(amax);
-  const float inv = detail::ue8m0_reciprocal(e8);  // x / 2^(e8 - 127), exact
-  Fp4Bytes<kN> q =
-      x.to_e2m1(detail::ue8m0_to_float(e8), a.ties(), [inv](float v) { return v * inv; });
-  if constexpr (kN == 8) {
-    q = e2m1_drop_zero_signs(q);
-  } else {
-    q = make_uint2(e2m1_drop_zero_signs(q.x), e2m1_drop_zero_signs(q.y));
-  }
-  store_bytes(a.cache.data + layout::index_k_fp4_data_offset(pos.local_page, pos.in_page,
-                                                             a.cache.page_stride, a.head_dim) +
-                  kN / 2 * lane,
-              q, a.cache.page_stride % sizeof(q) == 0);
-  if (lane % kGroupLanes == 0) {
-    a.cache.data[layout::index_k_fp4_scale_offset(pos.local_page, pos.in_page,
-                                                  int64_t{1} << a.cache.page_shift,
-                                                  a.cache.page_stride, a.head_dim) +
-                 lane / kGroupLanes] = e8;
-  }
+    const uint8_t e8 = detail::index_k_fp4_scale_byte(amax);
+    const float inv = detail::ue8m0_reciprocal(e8);  // x / 2^(e8 - 127), exact
+    Fp4Bytes<kN> q =
+        x.to_e2m1(detail::ue8m0_to_float(e8), a.ties(), [inv](float v) { return v * inv; });
+    if constexpr (kN == 8) {
+      q = e2m1_drop_zero_signs(q);
+    } else {
+      q = make_uint2(e2m1_drop_zero_signs(q.x), e2m1_drop_zero_signs(q.y));
+    }
+    store_bytes(a.cache.data + layout::index_k_fp4_data_offset(pos.local_page, pos.in_page,
+                                                               a.cache.page_stride, a.head_dim) +
+                    kN / 2 * lane,
+                q, a.cache.page_stride % sizeof(q) == 0);
+    if (lane % kGroupLanes == 0) {
+      a.cache.data[layout::index_k_fp4_scale_offset(pos.local_page, pos.in_page,
+                                                    int64_t{1} << a.cache.page_shift,
+                                                    a.cache.page_stride, a.head_dim) +
+                   lane / kGroupLanes] = e8;
+    }
   });
 }
 
