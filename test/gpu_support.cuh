@@ -121,8 +121,7 @@ class Scenario {
   std::vector<std::pair<Mirror*, std::string>> outputs_;
 };
 
-// A store case (StoreCase, KvCase) run once on the legacy stream, then its host reference, then
-// every output byte compared.
+// A CUDA error or a store's status as a test result, with the message.
 inline ::testing::AssertionResult cuda_result(cudaError_t err) {
   if (err != cudaSuccess) return ::testing::AssertionFailure() << cudaGetErrorString(err);
   return ::testing::AssertionSuccess();
@@ -133,6 +132,8 @@ inline ::testing::AssertionResult store_result(Status status) {
   return ::testing::AssertionSuccess();
 }
 
+// A store case (StoreCase, KvCase) run once on the legacy stream, then its host reference, then
+// every output byte compared.
 template <typename Case>
 ::testing::AssertionResult store_matches_reference(Case& c) {
   if (auto stored = store_result(c.run_device(nullptr)); !stored) return stored;

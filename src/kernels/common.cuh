@@ -329,12 +329,11 @@ struct E2m1Thresholds {
     }
   }
 
-  // The codes of kWords words of 2 bf16 values each (sign kept), kWords bytes in memory order.
-  template <int kWords>
+  // The codes of 4 words of 2 bf16 values each (sign kept): 4 bytes in memory order.
   __device__ __forceinline__ uint32_t codes(const uint32_t* w) const {
     uint32_t out = 0;
 #pragma unroll
-    for (int j = 0; j < kWords; ++j) {
+    for (int j = 0; j < 4; ++j) {
       const uint32_t magnitude = w[j] & 0x7fff7fffu;
       const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&magnitude);
       __nv_bfloat162 sum = __floats2bfloat162_rn(128.0f, 128.0f);
@@ -458,9 +457,9 @@ struct Bf16Vals {
     }
     const E2m1Thresholds thresholds(s, ties);
     if constexpr (kN == 8) {
-      return thresholds.codes<4>(w);
+      return thresholds.codes(w);
     } else {
-      return make_uint2(thresholds.codes<4>(w), thresholds.codes<4>(w + 4));
+      return make_uint2(thresholds.codes(w), thresholds.codes(w + 4));
     }
   }
 
