@@ -85,8 +85,19 @@ __global__ void guarded_copy_three_lines(const FirstLinePad, const SpreadCopyPar
 enum ProbePart : unsigned {
   kReduce = 1, kQuantize = 2, kGuard = 4, kScale = 8, kAll = 15,
   kBegin = 16, kRuntimeDim = 32, kAnyAlignment = 64, kLibrary = 127,
-  kBeginAfterAddresses = 512  // the PDL prologue after the input address (see probe_bf16_pdl)
+  kBeginAfterAddresses = 512,  // the PDL prologue after all the row's addresses (begin_row)
+  kOffsetPinned = 1024         // session 6's prologue: the input's offset pinned, the count and
+                               // slot addressed after the wait (the count through its null test)
 };
+// Session 6's prologue, for the A/B against begin_row.
+__device__ __forceinline__ void offset_pinned_prologue(const kernels::GuardArgs& guard,
+                                                       int64_t& offset) {
+  asm volatile("" : "+l"(offset));
+  kernels::begin_store<true>(guard);
+}
+__device__ __forceinline__ int64_t count_after_wait(const kernels::GuardArgs& guard) {
+  return guard.n_ptr == nullptr ? guard.num_tokens : *guard.n_ptr;
+}
 // A kernel parameter in its own 64-byte line of the constant bank, read after the loads (kLateLine:
 // when the store address needs it) or pinned at the top (kEarlyLine): does a first touch of a
 // parameter line on the chain after the loads cost a constant-cache miss?
@@ -110,11 +121,18 @@ __device__ __forceinline__ void probe_fp8_row(const kernels::GuardArgs& guard,
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const int lane = threadIdx.x;
   const bool live = row < guard.num_tokens;
+  constexpr bool kAfter = (kParts & kBeginAfterAddresses) != 0;
+  constexpr bool kOld = (kParts & kOffsetPinned) != 0;
   int64_t offset = early_offset + row * a.k_row_stride + lane * 8;
-  if (kParts & kBeginAfterAddresses) begin_store<true>(guard, offset);
-  Bf16Vals<8> x(a.k + offset, live && lane * 8 < head_dim);
-  const int64_t n = (kParts & kGuard) ? load_token_count(guard) : guard.num_tokens;
-  const int64_t slot = live ? load_slot<int64_t>(a.slots, row) : -1;
+  if (kOld) offset_pinned_prologue(guard, offset);
+  const uint16_t* src = a.k + offset;
+  GuardSources<int64_t> sources(guard, a.slots, row);
+  if (kAfter) begin_row<true>(guard, sources, src);
+  auto x = Bf16Vals<8>::load<kAfter>(src, live && lane * 8 < head_dim);
+  const int64_t n = !(kParts & kGuard) ? guard.num_tokens
+                    : kOld             ? count_after_wait(guard)
+                                       : sources.load_count<kAfter>(guard);
+  const int64_t slot = live ? sources.load_slot<kAfter>() : -1;
   const float amax = (kParts & kReduce) ? group_amax<16>(x.amax()) : x.amax();
   if (!live) return;
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
@@ -156,6 +174,27 @@ probe_fp8_bounded(const kernels::GuardArgs guard, const kernels::IndexKArgs a) {
   probe_fp8_row<kParts>(guard, a);
 }
 
+// The library's bf16 index-K kernel with session 6's PDL prologue (for the A/B against begin_row).
+__global__ void bf16_offset_pinned_kernel(const kernels::GuardArgs guard,
+                                          const kernels::IndexKBf16Args a) {
+  using namespace kernels;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  int vec = threadIdx.x;
+  int64_t first = row * a.k_row_stride + 8 * vec;
+  const bool has_first = vec < a.vecs_per_row;
+  offset_pinned_prologue(guard, first);
+  if (row >= guard.num_tokens) return;
+  const uint16_t* src = a.k + row * a.k_row_stride;
+  const uint4 first_vec = has_first ? load_vec(a.k + first) : uint4{};
+  const int64_t n = count_after_wait(guard);
+  const int64_t slot = static_cast<const int64_t*>(a.slots.data)[row];
+  if (!row_is_stored(guard, a.slots, row, n, slot, 0, threadIdx.x == 0)) return;
+  auto* dst = reinterpret_cast<uint8_t*>(a.cache + slot * a.cache_row_stride);
+  if (has_first) store_vec(dst + 16 * vec, first_vec);
+  for (vec += blockDim.x; vec < a.vecs_per_row; vec += blockDim.x)
+    store_vec(dst + 16 * vec, load_vec(src + 8 * vec));
+}
+
 // A V4 row's data row and scale row in the cache (as store_mla_v4_row computes them).
 struct V4RowPointers {
   uint8_t* data;
@@ -185,11 +224,20 @@ __global__ void probe_v4_kernel(const kernels::GuardArgs guard, const kernels::M
   const int lane = (threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
   if (row >= guard.num_tokens) return;
   const bool is_nope = lane < kNopeLanes;
-  NopeOrRopeSource<kN> src(a, row, lane, kNopeLanes);
-  if (kParts & kBeginAfterAddresses) begin_store<true>(guard, src.offset);
-  Bf16Vals<kN> x(src.base + src.offset);
-  const int64_t n = (kParts & kGuard) ? load_token_count(guard) : guard.num_tokens;
-  const int64_t slot = load_slot<int64_t>(a.slots, row);
+  constexpr bool kAfter = (kParts & kBeginAfterAddresses) != 0;
+  constexpr bool kOld = (kParts & kOffsetPinned) != 0;
+  const uint16_t* base = is_nope ? a.nope : a.rope;
+  int64_t offset = row * (is_nope ? a.nope_row_stride : a.rope_row_stride) +
+                   kN * (is_nope ? lane : lane - kNopeLanes);
+  if (kOld) offset_pinned_prologue(guard, offset);
+  const uint16_t* src = base + offset;
+  GuardSources<int64_t> sources(guard, a.slots, row);
+  if (kAfter) begin_row<true>(guard, sources, src);
+  auto x = Bf16Vals<kN>::template load<kAfter>(src);
+  const int64_t n = !(kParts & kGuard) ? guard.num_tokens
+                    : kOld             ? count_after_wait(guard)
+                                       : sources.template load_count<kAfter>(guard);
+  const int64_t slot = sources.template load_slot<kAfter>();
   const float amax = (kParts & kReduce) ? group_amax<kTileLanes>(x.amax()) : x.amax();
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
   if ((kParts & kGuard) ? !row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)
@@ -224,8 +272,9 @@ __global__ void probe_v4_pairs_kernel(const kernels::GuardArgs guard, const kern
   const uint16_t* src = is_nope ? a.nope + row * a.nope_row_stride + 64 * warp + 2 * lane
                                 : a.rope + row * a.rope_row_stride + 2 * lane;
   const uint32_t w = *reinterpret_cast<const uint32_t*>(src);
-  const int64_t n = load_token_count(guard);
-  const int64_t slot = load_slot<int64_t>(a.slots, row);
+  const GuardSources<int64_t> sources(guard, a.slots, row);
+  const int64_t n = sources.load_count<false>(guard);
+  const int64_t slot = sources.load_slot<false>();
   const uint32_t magnitude = max(w & 0x7fffu, (w >> 16) & 0x7fffu) << 16;
   const float amax = __uint_as_float(__reduce_max_sync(0xffffffffu, magnitude));
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
@@ -535,6 +584,12 @@ int main(int argc, char** argv) {
     add("PDL fused lib, 4 rows, trigger", pdl_rows(library_fused, 4, true));
     add("PDL fused lib, 4 rows, no trigger", pdl_rows(library_fused, 4, false));
     add("PDL fused lib, 2 rows, no trigger", pdl_rows(library_fused, 2, false));
+    // The trigger with more than one block per SM (all still resident at once): does a grid of
+    // two or four blocks an SM gain from the early trigger as the one-block grids do?
+    add("PDL fused lib, 2 rows, trigger", pdl_rows(library_fused, 2, true));
+    add("PDL fused lib, 1 row, trigger", pdl_rows(library_fused, 1, true));
+    add("PDL V4 lib, 2 rows, trigger", pdl_rows(library_mla, 2, true));
+    add("PDL V4 lib, 1 row, trigger", pdl_rows(library_mla, 1, true));
     // Without PDL: no prologue (the library's kPdl = false) against the prologue at the top or after
     // the addresses, compiled in but launched without PDL (the wait returns at once).
     const kernels::MlaArgs v32_mla{{slots64, -1, capacity, 0, 0},
@@ -569,15 +624,23 @@ int main(int argc, char** argv) {
     add("V41", [&, v41](cudaStream_t s) { check(fused_store_cache(v41, s)); });
     add("V3.2 pow2", [&, v32](cudaStream_t s) { check(fused_store_cache(v32, s)); });
     add("V4 + fp8 index", [&, v4_index](cudaStream_t s) { check(fused_store_cache(v4_index, s)); });
+    add("V3.2 pow2, PDL", [&, p = with(v32, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
+    add("V3.2 amax, PDL", [&, p = with(v32, [](auto& q) { q.launch.enable_pdl = true; q.kv_cache.scale_rule = ScaleRule::kAmax; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
     add("V4, PDL", [&, p = with(v4, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
     add("fp8 amax, PDL", [&, p = with(fp8, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(store_index_k_fp8(p, s)); });
     // PDL: the wait at the top against the wait after the row's addresses.
     add("bf16, PDL", [&, p = with(bf16, [](auto& q) { q.launch.enable_pdl = true; })](cudaStream_t s) { check(store_index_k_bf16(p, s)); });
-    add("PDL bf16: addresses first", with_pdl(kernels::index_k_bf16_kernel<int64_t, true>, bf16_blocks, dim3(16, 4), bf16_args));
+    // Session 6's prologue (the input's offset pinned; count and slot addressed after the wait)
+    // against begin_row (every address before the wait, loads by ld.global), same rows.
+    add("PDL bf16: offset pinned (s6)", with_pdl(bf16_offset_pinned_kernel, bf16_blocks, dim3(16, 4), bf16_args));
+    add("PDL bf16: begin_row (lib)", with_pdl(kernels::index_k_bf16_kernel<int64_t, true>, bf16_blocks, dim3(16, 4), bf16_args));
     add("PDL fp8: wait first", with_pdl(probe_fp8_kernel<kAll | kBegin>, bf16_blocks, dim3(16, 4), fp8_args));
-    add("PDL fp8: addresses first", with_pdl(probe_fp8_kernel<kAll | kBeginAfterAddresses>, bf16_blocks, dim3(16, 4), fp8_args));
+    add("PDL fp8: offset pinned (s6)", with_pdl(probe_fp8_kernel<kAll | kOffsetPinned>, bf16_blocks, dim3(16, 4), fp8_args));
+    add("PDL fp8: begin_row", with_pdl(probe_fp8_kernel<kAll | kBeginAfterAddresses>, bf16_blocks, dim3(16, 4), fp8_args));
     add("PDL V4: wait first", with_pdl(probe_v4_kernel<kAll | kBegin>, static_cast<unsigned>(rows), dim3(32, 2), mla));
-    add("PDL V4: addresses first", with_pdl(probe_v4_kernel<kAll | kBeginAfterAddresses>, static_cast<unsigned>(rows), dim3(32, 2), mla));
+    add("PDL V4: offset pinned (s6)", with_pdl(probe_v4_kernel<kAll | kOffsetPinned>, static_cast<unsigned>(rows), dim3(32, 2), mla));
+    add("PDL V4: begin_row", with_pdl(probe_v4_kernel<kAll | kBeginAfterAddresses>, static_cast<unsigned>(rows), dim3(32, 2), mla));
+    add("bf16 PDL off (lib)", no_pdl(kernels::index_k_bf16_kernel<int64_t, false>, bf16_blocks, dim3(16, 4), bf16_args));
 
     for (Variant& v : variants) {
       cudaGraph_t graph;

@@ -295,7 +295,7 @@ __global__ void e2m1_encoder_kernel(const uint16_t* all_bf16, Mismatches* out) {
   }
   const uint32_t first = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
   if (first >= 65536) return;
-  kernels::Bf16Vals<8> x(all_bf16 + first);
+  auto x = kernels::Bf16Vals<8>::load<false>(all_bf16 + first);
   const uint32_t codes = x.to_e2m1(scale, ties, [scale](float v) { return __fdiv_rn(v, scale); });
   for (int i = 0; i < 8; ++i) {
     const float v = detail::bf16_bits_to_float(static_cast<uint16_t>(first + i));

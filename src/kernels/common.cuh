@@ -36,29 +36,34 @@ namespace cachestore::kernels {
 // take SM slots from its remaining blocks. Their own griddepcontrol.wait still waits for this
 // grid to complete and flush, so an early trigger never exposes partial writes.
 //
-// Called right before a row's first load, with the offsets (from a kernel-parameter base) of its
-// input loads: their arithmetic runs before the wait (the kernel parameters cannot change under
-// it, only the memory the previous kernel writes), so the first reads of the parameters'
-// constant-bank lines overlap the previous kernel instead of following its completion
-// (measured with PDL at n <= 512: 0.03-0.14x of the lean naive node off the DeepSeek stores,
-// 0.2-0.3x off paged K/V at n <= 32; NOTES.md, item 22).
-// Without the empty volatile asm on each offset, the compiler sinks the arithmetic of a
+// Called right before a row's first load, with the addresses of all its loads (the count, the
+// slot, the inputs; GuardSources below): their arithmetic runs before the wait (the kernel
+// parameters cannot change under it, only the memory the previous kernel writes), so the first
+// reads of the parameters' constant-bank lines overlap the previous kernel instead of following
+// its completion (measured with PDL at n <= 512: 0.03-0.14x of the lean naive node off the
+// DeepSeek stores, 0.2-0.3x off paged K/V at n <= 32; NOTES.md, item 22), and the loads issue
+// right after the wait.
+// Without the empty volatile asm on each address, the compiler sinks the arithmetic of a
 // conditional load into the load's block, behind the wait (a volatile asm stays in order with
-// the wait's). Offsets, not pointers: a pointer out of an asm is no longer known to be global,
-// and its loads become generic (LD instead of LDG).
+// the wait's), and re-reads the count pointer from the constant bank there (LDC, a null test,
+// LDC again: the count's load issued three dependent steps after the wait). A pointer out of an
+// asm is no longer known to be global, so the loads through it are explicitly global
+// (load_global), never generic (LD instead of LDG: session 6's first version).
 //
 // kPdl is each kernel's template parameter (the launcher picks the instantiation): without PDL
 // there is no prologue at all, so the compiler interleaves the address arithmetic with the loads
-// (the same order behind a run-time PDL branch cost 0.00-0.10x without PDL, V3.2 the most).
+// (the same order behind a run-time PDL branch cost 0.00-0.10x without PDL, V3.2 the most), and
+// the loads are plain ones.
 // An image without griddepcontrol (before sm_90) runs neither instruction; the launcher does
 // not ask for PDL there.
-__device__ __forceinline__ void compute_before_wait(int64_t& offset) {
-  asm volatile("" : "+l"(offset));
+template <typename T>
+__device__ __forceinline__ void compute_before_wait(const T*& address) {
+  asm volatile("" : "+l"(address));
 }
-template <bool kPdl, typename... Offsets>
-__device__ __forceinline__ void begin_store(const GuardArgs& guard, Offsets&... offsets) {
+template <bool kPdl, typename... Pointers>
+__device__ __forceinline__ void begin_store(const GuardArgs& guard, Pointers&... addresses) {
   if constexpr (kPdl) {
-    (compute_before_wait(offsets), ...);
+    (compute_before_wait(addresses), ...);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (guard.early_trigger) cudaTriggerProgrammaticLaunchCompletion();
     cudaGridDependencySynchronize();
@@ -66,14 +71,77 @@ __device__ __forceinline__ void begin_store(const GuardArgs& guard, Offsets&... 
   }
 }
 
-// The count as read; classify_row needs no clamp (see guard.h).
-__device__ __forceinline__ int64_t load_token_count(const GuardArgs& guard) {
-  return guard.n_ptr == nullptr ? guard.num_tokens : *guard.n_ptr;
+// A load from an address begin_store computed: with PDL an explicit ld.global (the instruction
+// a plain global load compiles to, LDG.E; cuda's __ldca would be LDG.E.STRONG.SM), as a volatile
+// asm, so it stays after the wait; without PDL a plain load.
+template <bool kPdl, typename T>
+__device__ __forceinline__ T load_global(const T* p) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16, "a 4-, 8- or 16-byte load");
+  if constexpr (!kPdl) {
+    return *p;
+  } else {
+    uint32_t w[sizeof(T) / 4];
+    if constexpr (sizeof(T) == 4) {
+      asm volatile("ld.global.b32 %0, [%1];" : "=r"(w[0]) : "l"(p));
+    } else if constexpr (sizeof(T) == 8) {
+      asm volatile("ld.global.v2.b32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+    } else {
+      asm volatile("ld.global.v4.b32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                   : "l"(p));
+    }
+    T value;
+    memcpy(&value, w, sizeof(T));
+    return value;
+  }
 }
 
+// Where a row's guard reads: the count (nullptr: every row real) and the row's slot, at
+// slot + row. Without PDL the address arithmetic stays at the loads, where the compiler
+// schedules it with them. With PDL, begin_row computes both addresses before the wait; the
+// count's is then a plain pointer, never null: without a count it is the first slot's word
+// (in bounds: a launch has a row), read and ignored. A null test after the wait put two
+// constant-bank reads and a compare in front of the count's load (ptxas re-reads a parameter
+// from the constant bank rather than keep it in a register across the wait).
 template <typename SlotT>
-__device__ __forceinline__ int64_t load_slot(const SlotArgs& slots, int64_t row) {
-  return static_cast<const SlotT*>(slots.data)[row];
+struct GuardSources {
+  const int32_t* count;
+  const int32_t* count_read;  // with PDL: the address the count load reads
+  const SlotT* slot;
+  int64_t row;
+
+  __device__ __forceinline__ GuardSources(const GuardArgs& guard, const SlotArgs& slots,
+                                          int64_t row)
+      : count(guard.n_ptr), count_read(guard.n_ptr),
+        slot(static_cast<const SlotT*>(slots.data)), row(row) {}
+
+  // The count as read; classify_row needs no clamp (see guard.h).
+  template <bool kPdl>
+  __device__ __forceinline__ int64_t load_count(const GuardArgs& guard) const {
+    if constexpr (kPdl) {
+      const int32_t n = load_global<true>(count_read);
+      return count == nullptr ? guard.num_tokens : n;
+    } else {
+      return count == nullptr ? guard.num_tokens : *count;
+    }
+  }
+  template <bool kPdl>
+  __device__ __forceinline__ int64_t load_slot() const {
+    return load_global<kPdl>(slot + row);
+  }
+};
+
+// begin_store for a row whose guard reads `sources` and whose inputs are `inputs`.
+template <bool kPdl, typename SlotT, typename... Pointers>
+__device__ __forceinline__ void begin_row(const GuardArgs& guard, GuardSources<SlotT>& sources,
+                                          Pointers&... inputs) {
+  if constexpr (kPdl) {
+    if (sources.count == nullptr)
+      sources.count_read = reinterpret_cast<const int32_t*>(sources.slot);
+    sources.slot += sources.row;
+    sources.row = 0;
+  }
+  begin_store<kPdl>(guard, sources.count_read, sources.slot, inputs...);
 }
 
 // The guard, with page-owner sharding (DESIGN.md): the verdict on the global slot against the
@@ -121,21 +189,14 @@ struct PagePosition {
 
 // Where an MLA row's lane reads its kN values: lanes below `nope_lanes` from the NoPE input,
 // the rest from the RoPE input. Selected operand by operand, so that the address is a few selects
-// rather than two branches that reconverge in front of the load. The base and the offset apart,
-// for begin_store.
+// rather than two branches that reconverge in front of the load.
 template <int kN>
-struct NopeOrRopeSource {
-  const uint16_t* base;
-  int64_t offset;  // elements
-
-  __device__ __forceinline__ NopeOrRopeSource(const MlaArgs& a, int64_t row, int lane,
-                                              int nope_lanes) {
-    const bool is_nope = lane < nope_lanes;
-    base = is_nope ? a.nope : a.rope;
-    offset = row * (is_nope ? a.nope_row_stride : a.rope_row_stride) +
-             kN * (is_nope ? lane : lane - nope_lanes);
-  }
-};
+__device__ __forceinline__ const uint16_t* nope_or_rope_source(const MlaArgs& a, int64_t row,
+                                                               int lane, int nope_lanes) {
+  const bool is_nope = lane < nope_lanes;
+  return (is_nope ? a.nope : a.rope) + (row * (is_nope ? a.nope_row_stride : a.rope_row_stride) +
+                                        kN * (is_nope ? lane : lane - nope_lanes));
+}
 
 __device__ __forceinline__ uint4 load_vec(const uint16_t* p) {
   return *reinterpret_cast<const uint4*>(p);
@@ -380,10 +441,15 @@ struct Bf16Vals {
   LoadVec raw[kLoads];
   float v[kN];
 
-  __device__ __forceinline__ explicit Bf16Vals(const uint16_t* src, bool active = true) {
+  // The values at `src` (an address begin_store computed), or zeros where not `active`.
+  template <bool kPdl>
+  __device__ __forceinline__ static Bf16Vals load(const uint16_t* src, bool active = true) {
+    Bf16Vals x;
 #pragma unroll
     for (int i = 0; i < kLoads; ++i)
-      raw[i] = active ? *reinterpret_cast<const LoadVec*>(src + 8 * i) : LoadVec{};
+      x.raw[i] = active ? load_global<kPdl>(reinterpret_cast<const LoadVec*>(src + 8 * i))
+                        : LoadVec{};
+    return x;
   }
 
   // The 32-bit words (bf16 pairs) in memory order.
@@ -555,12 +621,13 @@ struct MlaRowGuard {
   PagePosition pos;
   bool stored;
 };
-template <typename SlotT, int kTileLanes, int kN>
+template <int kTileLanes, bool kPdl, typename SlotT, int kN>
 __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, const MlaArgs& a,
+                                                     const GuardSources<SlotT>& sources,
                                                      int64_t row, int lane,
                                                      const Bf16Vals<kN>& x) {
-  const int64_t n = load_token_count(guard);
-  const int64_t slot = load_slot<SlotT>(a.slots, row);
+  const int64_t n = sources.template load_count<kPdl>(guard);
+  const int64_t slot = sources.template load_slot<kPdl>();
   const float amax = group_amax<kTileLanes>(x.amax());
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
   return {amax, pos, row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)};
@@ -578,11 +645,12 @@ __device__ __forceinline__ void guarded_index_k_row(const GuardArgs& guard, cons
                                                     int64_t row, int lane, bool live,
                                                     bool count_negative, Store&& store) {
   const bool active = live && lane * kN < a.head_dim;
-  int64_t offset = row * a.k_row_stride + lane * kN;
-  begin_store<kPdl>(guard, offset);
-  Bf16Vals<kN> x(a.k + offset, active);
-  const int64_t n = load_token_count(guard);
-  const int64_t slot = live ? load_slot<SlotT>(a.slots, row) : -1;
+  const uint16_t* src = a.k + (row * a.k_row_stride + lane * kN);
+  GuardSources<SlotT> sources(guard, a.slots, row);
+  begin_row<kPdl>(guard, sources, src);
+  auto x = Bf16Vals<kN>::template load<kPdl>(src, active);
+  const int64_t n = sources.template load_count<kPdl>(guard);
+  const int64_t slot = live ? sources.template load_slot<kPdl>() : -1;
   const float amax = group_amax<kGroupLanes>(x.amax());
   if (!active) return;
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);

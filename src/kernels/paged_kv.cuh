@@ -39,14 +39,19 @@ __global__ void __launch_bounds__(256) paged_kv_kernel(const GuardArgs guard, co
   const uint32_t jj = static_cast<uint32_t>(is_v ? j - a.k_vecs : j);
   const uint32_t head = side.vecs_per_head.div(jj);
   const uint32_t vec = jj - head * side.vecs_per_head.divisor;
-  int64_t offset = row * side.token_stride + head * side.head_stride + 8 * vec;
-  int64_t scale_offset = static_cast<int64_t>(head) * side.scale_stride;
-  begin_store<kPdl>(guard, offset, scale_offset);
-  const uint4 x = load_vec(side.src + offset);
+  const uint16_t* src = side.src + (row * side.token_stride + head * side.head_stride + 8 * vec);
+  const float* scale_src = side.scale + static_cast<int64_t>(head) * side.scale_stride;
+  GuardSources<SlotT> sources(guard, a.slots, row);
+  if constexpr (kCache == KvCacheType::kAuto) {
+    begin_row<kPdl>(guard, sources, src);
+  } else {
+    begin_row<kPdl>(guard, sources, src, scale_src);
+  }
+  const uint4 x = load_global<kPdl>(reinterpret_cast<const uint4*>(src));
   float scale = 0.0f;
-  if constexpr (kCache != KvCacheType::kAuto) scale = side.scale[scale_offset];
-  const int64_t n = load_token_count(guard);
-  const int64_t slot = load_slot<SlotT>(a.slots, row);
+  if constexpr (kCache != KvCacheType::kAuto) scale = load_global<kPdl>(scale_src);
+  const int64_t n = sources.template load_count<kPdl>(guard);
+  const int64_t slot = sources.template load_slot<kPdl>();
   const PagePosition pos = position_of(a, slot);
   if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, j == 0)) return;
   const int64_t element =

@@ -22,14 +22,16 @@ template <typename SlotT, bool kPdl>
 __global__ void index_k_bf16_kernel(const GuardArgs guard, const IndexKBf16Args a) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   int vec = threadIdx.x;
-  int64_t first = row * a.k_row_stride + 8 * vec;
+  const uint16_t* first = a.k + (row * a.k_row_stride + 8 * vec);
   const bool has_first = vec < a.vecs_per_row;
-  begin_store<kPdl>(guard, first);
+  GuardSources<SlotT> sources(guard, a.slots, row);
+  begin_row<kPdl>(guard, sources, first);
   if (row >= guard.num_tokens) return;
   const uint16_t* src = a.k + row * a.k_row_stride;
-  const uint4 first_vec = has_first ? load_vec(a.k + first) : uint4{};
-  const int64_t n = load_token_count(guard);
-  const int64_t slot = load_slot<SlotT>(a.slots, row);
+  const uint4 first_vec = has_first ? load_global<kPdl>(reinterpret_cast<const uint4*>(first))
+                                    : uint4{};
+  const int64_t n = sources.template load_count<kPdl>(guard);
+  const int64_t slot = sources.template load_slot<kPdl>();
   // No exit between the loads: an EXIT waits for the loads in flight, and the compiler would
   // issue the count and slot loads after it (measured: +0.1 us a node).
   if (!row_is_stored(guard, a.slots, row, n, slot, 0, threadIdx.x == 0)) return;
@@ -116,10 +118,11 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
   constexpr int kNopeLanes = layout::kV4NopeDim / kN;
   constexpr int kTileLanes = layout::kV4TileSize / kN;
   const bool is_nope = lane < kNopeLanes;
-  NopeOrRopeSource<kN> src(a, row, lane, kNopeLanes);
-  begin_store<kPdl>(guard, src.offset);
-  Bf16Vals<kN> x(src.base + src.offset);
-  const auto [amax, pos, stored] = guard_mla_row<SlotT, kTileLanes>(guard, a, row, lane, x);
+  const uint16_t* src = nope_or_rope_source<kN>(a, row, lane, kNopeLanes);
+  GuardSources<SlotT> sources(guard, a.slots, row);
+  begin_row<kPdl>(guard, sources, src);
+  auto x = Bf16Vals<kN>::template load<kPdl>(src);
+  const auto [amax, pos, stored] = guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, x);
   if (!stored) return;
 
   const int64_t page_size = int64_t{1} << a.cache.page_shift;
@@ -156,12 +159,14 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
                                                   int64_t row, int lane) {
   constexpr int kRopeLanes = layout::kRopeDim / 8;
   constexpr int kTileLanes = layout::kV32TileSize / kN;
-  int64_t nope_offset = row * a.nope_row_stride + kN * lane;
-  int64_t rope_offset = row * a.rope_row_stride + 8 * lane;
-  begin_store<kPdl>(guard, nope_offset, rope_offset);
-  Bf16Vals<kN> x(a.nope + nope_offset);
-  const uint4 rope = lane < kRopeLanes ? load_vec(a.rope + rope_offset) : uint4{};
-  const auto [amax, pos, stored] = guard_mla_row<SlotT, kTileLanes>(guard, a, row, lane, x);
+  const uint16_t* nope = a.nope + (row * a.nope_row_stride + kN * lane);
+  const uint16_t* rope_src = a.rope + (row * a.rope_row_stride + 8 * lane);
+  GuardSources<SlotT> sources(guard, a.slots, row);
+  begin_row<kPdl>(guard, sources, nope, rope_src);
+  auto x = Bf16Vals<kN>::template load<kPdl>(nope);
+  const uint4 rope =
+      lane < kRopeLanes ? load_global<kPdl>(reinterpret_cast<const uint4*>(rope_src)) : uint4{};
+  const auto [amax, pos, stored] = guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, x);
   if (!stored) return;
 
   uint8_t* record =
