@@ -17,14 +17,17 @@ namespace {
 
 class PagedKvTest : public GpuTest {
  protected:
-  ::testing::AssertionResult run_step(KvCase& c, int32_t n, bool faults) {
+  // One step with `n` real rows (nullopt: the count pointer is null).
+  ::testing::AssertionResult run_step(KvCase& c, std::optional<int32_t> n, bool faults,
+                                      LaunchOptions launch = {}) {
     const int64_t b = c.shape().num_tokens;
-    c.randomize_inputs(rng_, n);
+    const int32_t real = n ? *n : static_cast<int32_t>(b);
+    c.randomize_inputs(rng_, real);
     c.randomize_scales(rng_);
-    c.set_count(n);
-    c.set_slots(step_slots(rng_, b, n, c.global_capacity(), c.shape().reserved_slot, faults));
+    if (n) c.set_count(*n);
+    c.set_slots(step_slots(rng_, b, real, c.global_capacity(), c.shape().reserved_slot, faults));
     c.upload_inputs();
-    return store_matches_reference(c);
+    return store_matches_reference(c, launch);
   }
   void run_random_steps(KvCase& c) {
     std::uniform_int_distribution<int32_t> n(0, static_cast<int32_t>(c.shape().num_tokens));
@@ -83,6 +86,22 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // Head dims up to 1024 and H up to 256 (16-bit cache), one row each way.
+// With PDL the kernel addresses the count before its wait and, without a count, reads the first
+// slot's word in its place (GuardSources): each cache type, with and without a count.
+TEST_F(PagedKvTest, PdlWithAndWithoutCount) {
+  for (KvCacheType type : {KvCacheType::kAuto, KvCacheType::kFp8E4m3, KvCacheType::kFp8E5m2}) {
+    for (bool counted : {true, false}) {
+      KvShape shape;
+      shape.cache_type = type;
+      shape.count_on_device = counted;
+      KvCase c(shape);
+      ASSERT_TRUE(run_step(c, counted ? std::optional<int32_t>(29) : std::nullopt, true,
+                           LaunchOptions{true}))
+          << "cache type " << static_cast<int>(type) << (counted ? ", count" : ", no count");
+    }
+  }
+}
+
 TEST_F(PagedKvTest, LargestHeadDimAndHeadCount) {
   for (auto [h, d] : {std::pair{2, 1024}, std::pair{256, 16}}) {
     KvShape s;

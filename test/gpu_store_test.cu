@@ -9,7 +9,8 @@ namespace {
 class StoreTest : public GpuTest {
  protected:
   // One step with `n` real rows (nullopt: the count pointer is null) and faulty slots mixed in.
-  ::testing::AssertionResult run_step(StoreCase& c, std::optional<int32_t> n, bool faults) {
+  ::testing::AssertionResult run_step(StoreCase& c, std::optional<int32_t> n, bool faults,
+                                      LaunchOptions launch = {}) {
     const int64_t b = c.shape().num_tokens;
     const int64_t real = n ? std::clamp<int64_t>(*n, 0, b) : b;
     c.randomize_inputs(rng_, real);
@@ -17,7 +18,7 @@ class StoreTest : public GpuTest {
     c.set_slots(step_slots(rng_, b, real, c.capacity(), c.shape().reserved_slot, faults));
     c.set_index_slots(step_slots(rng_, b, real, c.capacity(), c.shape().reserved_slot, faults));
     c.upload_inputs();
-    return store_matches_reference(c);
+    return store_matches_reference(c, launch);
   }
 
   // Three cumulative steps with random n and faults: later steps must not disturb earlier rows.
@@ -153,6 +154,24 @@ TEST_P(GuardTest, TokenCountEdgeCases) {
   shape.count_on_device = false;
   StoreCase c(GetParam(), shape);
   ASSERT_TRUE(run_step(c, std::nullopt, false));
+}
+
+// With PDL a kernel computes the count's address before its wait and, without a count, reads
+// the first slot's word in its place and ignores it (GuardSources): with and without a count,
+// faulty slots mixed in, every store launched with PDL equals the reference.
+TEST_P(GuardTest, PdlWithAndWithoutCount) {
+  CaseShape shape;
+  shape.num_tokens = 40;
+  shape.page_size = 8;
+  for (int32_t n : {0, 17, 40, -1}) {
+    StoreCase c(GetParam(), shape);
+    ASSERT_TRUE(run_step(c, n, true, LaunchOptions{true})) << "n = " << n;
+    EXPECT_EQ(c.device_diagnostics().negative_token_counts, n < 0 ? 1u : 0u) << "n = " << n;
+  }
+  shape.count_on_device = false;
+  StoreCase c(GetParam(), shape);
+  ASSERT_TRUE(run_step(c, std::nullopt, true, LaunchOptions{true}));
+  EXPECT_EQ(c.device_diagnostics().negative_token_counts, 0u);
 }
 
 TEST_P(GuardTest, EachSlotRuleAlone) {

@@ -135,8 +135,8 @@ inline ::testing::AssertionResult store_result(Status status) {
 // A store case (StoreCase, KvCase) run once on the legacy stream, then its host reference, then
 // every output byte compared.
 template <typename Case>
-::testing::AssertionResult store_matches_reference(Case& c) {
-  if (auto stored = store_result(c.run_device(nullptr)); !stored) return stored;
+::testing::AssertionResult store_matches_reference(Case& c, LaunchOptions launch = {}) {
+  if (auto stored = store_result(c.run_device(nullptr, launch)); !stored) return stored;
   if (auto synced = cuda_result(cudaDeviceSynchronize()); !synced) return synced;
   c.run_reference();
   return c.outputs_match();

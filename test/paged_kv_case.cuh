@@ -46,6 +46,7 @@ struct KvShape {
   int32_t owner_size = 1;
   int64_t extra_pages = 2;         // local pages beyond what the rows need
   int64_t num_pages = 0;           // > 0: exactly this many local pages
+  bool count_on_device = true;     // false: num_tokens_non_padded = nullptr
 };
 
 // Random 16-bit values of the input type: bf16 rows of varying magnitude, or fp16 patterns
@@ -109,7 +110,7 @@ class KvCase {
       v_scale_ = &sc_.input(std::vector<uint8_t>(4 * h));
     }
     slots_ = &sc_.input(std::vector<uint8_t>(8 * b));
-    n_ = &sc_.input(std::vector<uint8_t>(4));
+    if (shape.count_on_device) n_ = &sc_.input(std::vector<uint8_t>(4));
     diagnostics_ = &sc_.output(sizeof(Diagnostics), 0, "diagnostics");
   }
 
@@ -180,7 +181,7 @@ class KvCase {
 
   PagedKvParams params(Side side, LaunchOptions launch) {
     PagedKvParams p;
-    p.batch = {s_.num_tokens, static_cast<const int32_t*>(n_->ptr(side)),
+    p.batch = {s_.num_tokens, n_ ? static_cast<const int32_t*>(n_->ptr(side)) : nullptr,
                static_cast<Diagnostics*>(diagnostics_->ptr(side))};
     p.slots = {slots_->ptr(side), s_.slot_type, s_.reserved_slot, s_.owner_rank, s_.owner_size};
     p.num_heads = s_.heads;
