@@ -30,9 +30,9 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
     constexpr bool kPdl = decltype(pdl_constant)::value;
     if (p.index_k == nullptr)
       return detail::launch_store(kernels::mla_store_kernel<kLayout, SlotT, kN, kPdl>, grid, block,
-                                  stream, pdl, guard, kv);
+                                  stream, pdl_constant, guard, kv);
     return detail::launch_store(kernels::fused_store_kernel<kLayout, kIndex, SlotT, kN, kPdl>,
-                                grid, block, stream, pdl, rows, guard, kv, index);
+                                grid, block, stream, pdl_constant, rows, guard, kv, index);
   });
 }
 

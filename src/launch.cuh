@@ -30,11 +30,13 @@ inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, cudaStream_t stre
   return config;
 }
 
-template <typename... KernelArgs, typename... Args>
+// A store kernel instantiated for kPdl (its PDL prologue), launched with the matching attribute:
+// the one constant decides both, so the launch and the kernel cannot disagree.
+template <bool kPdl, typename... KernelArgs, typename... Args>
 Status launch_store(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, cudaStream_t stream,
-                    bool pdl, Args&&... args) {
+                    std::bool_constant<kPdl>, Args&&... args) {
   cudaLaunchAttribute attribute{};
-  const cudaLaunchConfig_t config = launch_config(grid, block, stream, pdl, &attribute);
+  const cudaLaunchConfig_t config = launch_config(grid, block, stream, kPdl, &attribute);
   const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   if (err != cudaSuccess) {
     cudaGetLastError();  // clear the non-sticky launch error
@@ -129,7 +131,7 @@ Status launch_index_k(KernelFor kernel_for, const Batch& batch, SlotType slot_ty
   return with_pdl(pdl, [&](auto pdl_constant) {
     return launch_store(slot_type == SlotType::kInt32 ? kernel_for(int32_t{}, pdl_constant)
                                                       : kernel_for(int64_t{}, pdl_constant),
-                        grid, dim3(lanes, rows), stream, pdl, guard, args);
+                        grid, dim3(lanes, rows), stream, pdl_constant, guard, args);
   });
 }
 

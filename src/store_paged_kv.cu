@@ -146,9 +146,9 @@ Status launch(const PagedKvParams& p, const kernels::PagedKvArgs& args, const di
     constexpr bool kPdl = decltype(pdl_constant)::value;
     return p.slots.type == SlotType::kInt32
                ? detail::launch_store(kernels::paged_kv_kernel<int32_t, kCache, kIn, kPdl>, grid,
-                                      block, stream, pdl, guard, args)
+                                      block, stream, pdl_constant, guard, args)
                : detail::launch_store(kernels::paged_kv_kernel<int64_t, kCache, kIn, kPdl>, grid,
-                                      block, stream, pdl, guard, args);
+                                      block, stream, pdl_constant, guard, args);
   });
 }
 
