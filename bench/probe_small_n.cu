@@ -86,8 +86,9 @@ enum ProbePart : unsigned {
   kReduce = 1, kQuantize = 2, kGuard = 4, kScale = 8, kAll = 15,
   kBegin = 16, kRuntimeDim = 32, kAnyAlignment = 64, kLibrary = 127,
   kBeginAfterAddresses = 512,  // the PDL prologue after all the row's addresses (begin_row)
-  kOffsetPinned = 1024         // session 6's prologue: the input's offset pinned, the count and
+  kOffsetPinned = 1024,        // session 6's prologue: the input's offset pinned, the count and
                                // slot addressed after the wait (the count through its null test)
+  kPinNoWait = 2048            // begin_row's addressing (and ld.global loads) without PDL
 };
 // Session 6's prologue, for the A/B against begin_row.
 __device__ __forceinline__ void offset_pinned_prologue(const kernels::GuardArgs& guard,
@@ -224,7 +225,8 @@ __global__ void probe_v4_kernel(const kernels::GuardArgs guard, const kernels::M
   const int lane = (threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
   if (row >= guard.num_tokens) return;
   const bool is_nope = lane < kNopeLanes;
-  constexpr bool kAfter = (kParts & kBeginAfterAddresses) != 0;
+  constexpr bool kPinned = (kParts & kPinNoWait) != 0;
+  constexpr bool kAfter = (kParts & kBeginAfterAddresses) != 0 || kPinned;
   constexpr bool kOld = (kParts & kOffsetPinned) != 0;
   const uint16_t* base = is_nope ? a.nope : a.rope;
   int64_t offset = row * (is_nope ? a.nope_row_stride : a.rope_row_stride) +
@@ -232,7 +234,11 @@ __global__ void probe_v4_kernel(const kernels::GuardArgs guard, const kernels::M
   if (kOld) offset_pinned_prologue(guard, offset);
   const uint16_t* src = base + offset;
   GuardSources<int64_t> sources(guard, a.slots, row);
-  if (kAfter) begin_row<true>(guard, sources, src);
+  if (kPinned) {
+    begin_row<false, true>(guard, sources, src);
+  } else if (kAfter) {
+    begin_row<true>(guard, sources, src);
+  }
   auto x = Bf16Vals<kN>::template load<kAfter>(src);
   const int64_t n = !(kParts & kGuard) ? guard.num_tokens
                     : kOld             ? count_after_wait(guard)
@@ -641,6 +647,8 @@ int main(int argc, char** argv) {
     add("PDL V4: offset pinned (s6)", with_pdl(probe_v4_kernel<kAll | kOffsetPinned>, static_cast<unsigned>(rows), dim3(32, 2), mla));
     add("PDL V4: begin_row", with_pdl(probe_v4_kernel<kAll | kBeginAfterAddresses>, static_cast<unsigned>(rows), dim3(32, 2), mla));
     add("bf16 PDL off (lib)", no_pdl(kernels::index_k_bf16_kernel<int64_t, false>, bf16_blocks, dim3(16, 4), bf16_args));
+    add("V4 probe PDL off", no_pdl(probe_v4_kernel<kAll>, static_cast<unsigned>(rows), dim3(32, 2), mla));
+    add("V4 probe PDL off, pinned", no_pdl(probe_v4_kernel<kAll | kPinNoWait>, static_cast<unsigned>(rows), dim3(32, 2), mla));
 
     for (Variant& v : variants) {
       cudaGraph_t graph;

@@ -131,17 +131,24 @@ struct GuardSources {
   }
 };
 
-// begin_store for a row whose guard reads `sources` and whose inputs are `inputs`.
-template <bool kPdl, typename SlotT, typename... Pointers>
+// begin_store for a row whose guard reads `sources` and whose inputs are `inputs`. kPinned
+// (always with PDL): every address is computed here, the count's without a null test, and the
+// row's loads take <kPinned> (ld.global). A kernel may pin without PDL as well: the bf16 row
+// does (see there).
+template <bool kPdl, bool kPinned = kPdl, typename SlotT, typename... Pointers>
 __device__ __forceinline__ void begin_row(const GuardArgs& guard, GuardSources<SlotT>& sources,
                                           Pointers&... inputs) {
-  if constexpr (kPdl) {
+  static_assert(kPinned || !kPdl, "the PDL prologue needs the addresses before its wait");
+  if constexpr (kPinned) {
     if (sources.count == nullptr)
       sources.count_read = reinterpret_cast<const int32_t*>(sources.slot);
     sources.slot += sources.row;
     sources.row = 0;
+    compute_before_wait(sources.count_read);
+    compute_before_wait(sources.slot);
+    (compute_before_wait(inputs), ...);
   }
-  begin_store<kPdl>(guard, sources.count_read, sources.slot, inputs...);
+  begin_store<kPdl>(guard);
 }
 
 // The guard, with page-owner sharding (DESIGN.md): the verdict on the global slot against the

@@ -18,20 +18,26 @@ namespace cachestore::kernels {
 inline constexpr int kMaxBlockThreads = 512;
 
 // ---- bf16 index-K: blockDim = (lanes per row, rows per block). No pages: no owner sharding.
+// The row pins its addresses with or without PDL (begin_row's kPinned): without PDL that took
+// 0.03-0.04x of the lean naive node off it at n <= 512 (probe_small_n: the count's address
+// without a null test and the input's before the row check; ptxas otherwise read the count
+// pointer twice and the input's base and stride by per-thread constant loads on the way to
+// the loads). The quantizing rows gained nothing from it (V4), so they pin only with PDL.
 template <typename SlotT, bool kPdl>
 __global__ void index_k_bf16_kernel(const GuardArgs guard, const IndexKBf16Args a) {
+  constexpr bool kPinned = true;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   int vec = threadIdx.x;
   const uint16_t* first = a.k + (row * a.k_row_stride + 8 * vec);
   const bool has_first = vec < a.vecs_per_row;
   GuardSources<SlotT> sources(guard, a.slots, row);
-  begin_row<kPdl>(guard, sources, first);
+  begin_row<kPdl, kPinned>(guard, sources, first);
   if (row >= guard.num_tokens) return;
   const uint16_t* src = a.k + row * a.k_row_stride;
-  const uint4 first_vec = has_first ? load_global<kPdl>(reinterpret_cast<const uint4*>(first))
+  const uint4 first_vec = has_first ? load_global<kPinned>(reinterpret_cast<const uint4*>(first))
                                     : uint4{};
-  const int64_t n = sources.template load_count<kPdl>(guard);
-  const int64_t slot = sources.template load_slot<kPdl>();
+  const int64_t n = sources.template load_count<kPinned>(guard);
+  const int64_t slot = sources.template load_slot<kPinned>();
   // No exit between the loads: an EXIT waits for the loads in flight, and the compiler would
   // issue the count and slot loads after it (measured: +0.1 us a node).
   if (!row_is_stored(guard, a.slots, row, n, slot, 0, threadIdx.x == 0)) return;
