@@ -97,12 +97,13 @@ __device__ __forceinline__ T load_global(const T* p) {
 }
 
 // Where a row's guard reads: the count (nullptr: every row real) and the row's slot, at
-// slot + row. Without PDL the address arithmetic stays at the loads, where the compiler
-// schedules it with them. With PDL, begin_row computes both addresses before the wait; the
-// count's is then a plain pointer, never null: without a count it is the first slot's word
-// (in bounds: a launch has a row), read and ignored. A null test after the wait put two
-// constant-bank reads and a compare in front of the count's load (ptxas re-reads a parameter
-// from the constant bank rather than keep it in a register across the wait).
+// slot + row. Unpinned (no PDL), the address arithmetic stays at the loads, where the compiler
+// schedules it with them. Pinned (begin_row's kPinned, always with PDL), begin_row computes both
+// addresses before the wait; the count's is then a plain pointer, never null: without a count it
+// is the first slot's word (in bounds: a launch has a row), read and ignored. A null test after
+// the wait put two constant-bank reads and a compare in front of the count's load (ptxas re-reads
+// a parameter from the constant bank rather than keep it in a register across the wait).
+// load_count / load_slot take the row's kPinned.
 template <typename SlotT>
 struct GuardSources {
   const int32_t* count;
