@@ -122,13 +122,18 @@ __device__ __forceinline__ void probe_fp8_row(const kernels::GuardArgs& guard,
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const int lane = threadIdx.x;
   const bool live = row < guard.num_tokens;
-  constexpr bool kAfter = (kParts & kBeginAfterAddresses) != 0;
+  constexpr bool kPinned = (kParts & kPinNoWait) != 0;
+  constexpr bool kAfter = (kParts & kBeginAfterAddresses) != 0 || kPinned;
   constexpr bool kOld = (kParts & kOffsetPinned) != 0;
   int64_t offset = early_offset + row * a.k_row_stride + lane * 8;
   if (kOld) offset_pinned_prologue(guard, offset);
   const uint16_t* src = a.k + offset;
   GuardSources<int64_t> sources(guard, a.slots, row);
-  if (kAfter) begin_row<true>(guard, sources, src);
+  if (kPinned) {
+    begin_row<false, true>(guard, sources, src);
+  } else if (kAfter) {
+    begin_row<true>(guard, sources, src);
+  }
   auto x = Bf16Vals<8>::load<kAfter>(src, live && lane * 8 < head_dim);
   const int64_t n = !(kParts & kGuard) ? guard.num_tokens
                     : kOld             ? count_after_wait(guard)
@@ -648,6 +653,8 @@ int main(int argc, char** argv) {
     add("PDL V4: begin_row", with_pdl(probe_v4_kernel<kAll | kBeginAfterAddresses>, static_cast<unsigned>(rows), dim3(32, 2), mla));
     add("bf16 PDL off (lib)", no_pdl(kernels::index_k_bf16_kernel<int64_t, false>, bf16_blocks, dim3(16, 4), bf16_args));
     add("V4 probe PDL off", no_pdl(probe_v4_kernel<kAll>, static_cast<unsigned>(rows), dim3(32, 2), mla));
+    add("probe fp8 PDL off", probe(probe_fp8_kernel<kAll>));
+    add("probe fp8 PDL off, pinned", probe(probe_fp8_kernel<kAll | kPinNoWait>));
     add("V4 probe PDL off, pinned", no_pdl(probe_v4_kernel<kAll | kPinNoWait>, static_cast<unsigned>(rows), dim3(32, 2), mla));
 
     for (Variant& v : variants) {
