@@ -36,34 +36,14 @@ namespace cachestore::kernels {
 // take SM slots from its remaining blocks. Their own griddepcontrol.wait still waits for this
 // grid to complete and flush, so an early trigger never exposes partial writes.
 //
-// Called right before a row's first load, with the addresses of all its loads (the count, the
-// slot, the inputs; GuardSources below): their arithmetic runs before the wait (the kernel
-// parameters cannot change under it, only the memory the previous kernel writes), so the first
-// reads of the parameters' constant-bank lines overlap the previous kernel instead of following
-// its completion (measured with PDL at n <= 512: 0.03-0.14x of the lean naive node off the
-// DeepSeek stores, 0.2-0.3x off paged K/V at n <= 32; NOTES.md, item 22), and the loads issue
-// right after the wait.
-// Without the empty volatile asm on each address, the compiler sinks the arithmetic of a
-// conditional load into the load's block, behind the wait (a volatile asm stays in order with
-// the wait's), and re-reads the count pointer from the constant bank there (LDC, a null test,
-// LDC again: the count's load issued three dependent steps after the wait). A pointer out of an
-// asm is no longer known to be global, so the loads through it are explicitly global
-// (load_global), never generic (LD instead of LDG: session 6's first version).
-//
 // kPdl is each kernel's template parameter (the launcher picks the instantiation): without PDL
 // there is no prologue at all, so the compiler interleaves the address arithmetic with the loads
-// (the same order behind a run-time PDL branch cost 0.00-0.10x without PDL, V3.2 the most), and
-// the loads are plain ones.
+// (the same order behind a run-time PDL branch cost 0.00-0.10x without PDL, V3.2 the most).
 // An image without griddepcontrol (before sm_90) runs neither instruction; the launcher does
-// not ask for PDL there.
-template <typename T>
-__device__ __forceinline__ void compute_before_wait(const T*& address) {
-  asm volatile("" : "+l"(address));
-}
-template <bool kPdl, typename... Pointers>
-__device__ __forceinline__ void begin_store(const GuardArgs& guard, Pointers&... addresses) {
+// not ask for PDL there. Rows call it through begin_row, after their addresses.
+template <bool kPdl>
+__device__ __forceinline__ void begin_store(const GuardArgs& guard) {
   if constexpr (kPdl) {
-    (compute_before_wait(addresses), ...);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (guard.early_trigger) cudaTriggerProgrammaticLaunchCompletion();
     cudaGridDependencySynchronize();
@@ -71,13 +51,22 @@ __device__ __forceinline__ void begin_store(const GuardArgs& guard, Pointers&...
   }
 }
 
-// A load from an address begin_store computed: with PDL an explicit ld.global (the instruction
+// An address computed here stays here: without the empty volatile asm the compiler sinks the
+// arithmetic of a conditional load into the load's block, behind the wait (a volatile asm
+// stays in order with the wait's).
+template <typename T>
+__device__ __forceinline__ void compute_before_wait(const T*& address) {
+  asm volatile("" : "+l"(address));
+}
+
+// A load from an address begin_row pinned: an explicit ld.global (the instruction
 // a plain global load compiles to, LDG.E; cuda's __ldca would be LDG.E.STRONG.SM), as a volatile
-// asm, so it stays after the wait; without PDL a plain load.
-template <bool kPdl, typename T>
+// asm, so it stays after the wait (a pointer out of an asm is no longer known to be global: a
+// plain load through it became a generic LD, session 6's first version); unpinned, a plain load.
+template <bool kPinned, typename T>
 __device__ __forceinline__ T load_global(const T* p) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16, "a 4-, 8- or 16-byte load");
-  if constexpr (!kPdl) {
+  if constexpr (!kPinned) {
     return *p;
   } else {
     uint32_t w[sizeof(T) / 4];
@@ -117,25 +106,30 @@ struct GuardSources {
         slot(static_cast<const SlotT*>(slots.data)), row(row) {}
 
   // The count as read; classify_row needs no clamp (see guard.h).
-  template <bool kPdl>
+  template <bool kPinned>
   __device__ __forceinline__ int64_t load_count(const GuardArgs& guard) const {
-    if constexpr (kPdl) {
+    if constexpr (kPinned) {
       const int32_t n = load_global<true>(count_read);
       return count == nullptr ? guard.num_tokens : n;
     } else {
       return count == nullptr ? guard.num_tokens : *count;
     }
   }
-  template <bool kPdl>
+  template <bool kPinned>
   __device__ __forceinline__ int64_t load_slot() const {
-    return load_global<kPdl>(slot + row);
+    return load_global<kPinned>(slot + row);
   }
 };
 
-// begin_store for a row whose guard reads `sources` and whose inputs are `inputs`. kPinned
-// (always with PDL): every address is computed here, the count's without a null test, and the
-// row's loads take <kPinned> (ld.global). A kernel may pin without PDL as well: the bf16 row
-// does (see there).
+// The start of a row whose guard reads `sources` and whose inputs are `inputs`, right before its
+// first load. kPinned (always with PDL): the addresses of all its loads are computed here,
+// before the wait (the kernel parameters cannot change under it, only the memory the previous
+// kernel writes), so the first reads of the parameters' constant-bank lines overlap the previous
+// kernel instead of following its completion (with PDL at n <= 512: 0.03-0.14x of the lean naive
+// node off the DeepSeek stores, 0.2-0.3x off paged K/V at n <= 32; NOTES.md, item 22), and the
+// loads issue right after the wait (up to another 0.06x, item 23); the count's address has no
+// null test, and the row's loads take <kPinned> (load_global). A kernel may pin without PDL as
+// well: the bf16 row does (see there). Then begin_store.
 template <bool kPdl, bool kPinned = kPdl, typename SlotT, typename... Pointers>
 __device__ __forceinline__ void begin_row(const GuardArgs& guard, GuardSources<SlotT>& sources,
                                           Pointers&... inputs) {
@@ -449,13 +443,13 @@ struct Bf16Vals {
   LoadVec raw[kLoads];
   float v[kN];
 
-  // The values at `src` (an address begin_store computed), or zeros where not `active`.
-  template <bool kPdl>
+  // The values at `src` (pinned by begin_row when kPinned), or zeros where not `active`.
+  template <bool kPinned>
   __device__ __forceinline__ static Bf16Vals load(const uint16_t* src, bool active = true) {
     Bf16Vals x;
 #pragma unroll
     for (int i = 0; i < kLoads; ++i)
-      x.raw[i] = active ? load_global<kPdl>(reinterpret_cast<const LoadVec*>(src + 8 * i))
+      x.raw[i] = active ? load_global<kPinned>(reinterpret_cast<const LoadVec*>(src + 8 * i))
                         : LoadVec{};
     return x;
   }
@@ -639,6 +633,21 @@ __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, con
   const float amax = group_amax<kTileLanes>(x.amax());
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
   return {amax, pos, row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)};
+}
+
+// The start of a V4 / V4.1 row: each lane's kN values `x` from the NoPE input or, on the lanes
+// from `nope_lanes` on, the RoPE input (nope_or_rope_source), loaded beside the count and the
+// slot, then guard_mla_row.
+template <typename SlotT, int kTileLanes, bool kPdl, int kN>
+__device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& guard,
+                                                             const MlaArgs& a, int64_t row,
+                                                             int lane, int nope_lanes,
+                                                             Bf16Vals<kN>& x) {
+  const uint16_t* src = nope_or_rope_source<kN>(a, row, lane, nope_lanes);
+  GuardSources<SlotT> sources(guard, a.slots, row);
+  begin_row<kPdl>(guard, sources, src);
+  x = Bf16Vals<kN>::template load<kPdl>(src);
+  return guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, x);
 }
 
 // The loads and the guard of an index-K row (fp8, fp4) on kN values a lane, kGroupLanes lanes

@@ -124,11 +124,9 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
   constexpr int kNopeLanes = layout::kV4NopeDim / kN;
   constexpr int kTileLanes = layout::kV4TileSize / kN;
   const bool is_nope = lane < kNopeLanes;
-  const uint16_t* src = nope_or_rope_source<kN>(a, row, lane, kNopeLanes);
-  GuardSources<SlotT> sources(guard, a.slots, row);
-  begin_row<kPdl>(guard, sources, src);
-  auto x = Bf16Vals<kN>::template load<kPdl>(src);
-  const auto [amax, pos, stored] = guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, x);
+  Bf16Vals<kN> x;
+  const auto [amax, pos, stored] =
+      load_nope_or_rope_row<SlotT, kTileLanes, kPdl>(guard, a, row, lane, kNopeLanes, x);
   if (!stored) return;
 
   const int64_t page_size = int64_t{1} << a.cache.page_shift;
