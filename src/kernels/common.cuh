@@ -661,13 +661,16 @@ template <typename SlotT, int kN, int kGroupLanes, bool kPdl, typename Store>
 __device__ __forceinline__ void guarded_index_k_row(const GuardArgs& guard, const IndexKArgs& a,
                                                     int64_t row, int lane, bool live,
                                                     bool count_negative, Store&& store) {
+  // Pinned with or without PDL, as the bf16 row (probe_small_n: the fp8 row without PDL
+  // 1.14-1.17 -> 1.09-1.12x of the lean naive node at n <= 512; NOTES.md, item 23).
+  constexpr bool kPinned = true;
   const bool active = live && lane * kN < a.head_dim;
   const uint16_t* src = a.k + (row * a.k_row_stride + lane * kN);
   GuardSources<SlotT> sources(guard, a.slots, row);
-  begin_row<kPdl>(guard, sources, src);
-  auto x = Bf16Vals<kN>::template load<kPdl>(src, active);
-  const int64_t n = sources.template load_count<kPdl>(guard);
-  const int64_t slot = live ? sources.template load_slot<kPdl>() : -1;
+  begin_row<kPdl, kPinned>(guard, sources, src);
+  auto x = Bf16Vals<kN>::template load<kPinned>(src, active);
+  const int64_t n = sources.template load_count<kPinned>(guard);
+  const int64_t slot = live ? sources.template load_slot<kPinned>() : -1;
   const float amax = group_amax<kGroupLanes>(x.amax());
   if (!active) return;
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
