@@ -657,13 +657,12 @@ __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& gu
 // lanes past D leave first, before the guard (lane 0, the leader, is active in every live row),
 // then the rows the guard refuses: one condition per exit, so that no reconvergence point
 // (BSSY / BSYNC) sits on the path of a stored row.
-template <typename SlotT, int kN, int kGroupLanes, bool kPdl, typename Store>
+// kPinned (always with PDL): begin_row's addresses and loads; the fp4 index-K kernel pins
+// without PDL too (NOTES.md, item 23).
+template <typename SlotT, int kN, int kGroupLanes, bool kPdl, bool kPinned, typename Store>
 __device__ __forceinline__ void guarded_index_k_row(const GuardArgs& guard, const IndexKArgs& a,
                                                     int64_t row, int lane, bool live,
                                                     bool count_negative, Store&& store) {
-  // Pinned with or without PDL, as the bf16 row (probe_small_n: the fp8 row without PDL
-  // 1.14-1.17 -> 1.09-1.12x of the lean naive node at n <= 512; NOTES.md, item 23).
-  constexpr bool kPinned = true;
   const bool active = live && lane * kN < a.head_dim;
   const uint16_t* src = a.k + (row * a.k_row_stride + lane * kN);
   GuardSources<SlotT> sources(guard, a.slots, row);
