@@ -657,17 +657,19 @@ __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& gu
 // lanes past D leave first, before the guard (lane 0, the leader, is active in every live row),
 // then the rows the guard refuses: one condition per exit, so that no reconvergence point
 // (BSSY / BSYNC) sits on the path of a stored row.
-template <typename SlotT, int kN, int kGroupLanes, bool kPdl, typename Store>
+// kPinned (always with PDL): begin_row's addresses and loads; the fp4 index-K kernel pins
+// without PDL too (NOTES.md, item 23).
+template <typename SlotT, int kN, int kGroupLanes, bool kPdl, bool kPinned, typename Store>
 __device__ __forceinline__ void guarded_index_k_row(const GuardArgs& guard, const IndexKArgs& a,
                                                     int64_t row, int lane, bool live,
                                                     bool count_negative, Store&& store) {
   const bool active = live && lane * kN < a.head_dim;
   const uint16_t* src = a.k + (row * a.k_row_stride + lane * kN);
   GuardSources<SlotT> sources(guard, a.slots, row);
-  begin_row<kPdl>(guard, sources, src);
-  auto x = Bf16Vals<kN>::template load<kPdl>(src, active);
-  const int64_t n = sources.template load_count<kPdl>(guard);
-  const int64_t slot = live ? sources.template load_slot<kPdl>() : -1;
+  begin_row<kPdl, kPinned>(guard, sources, src);
+  auto x = Bf16Vals<kN>::template load<kPinned>(src, active);
+  const int64_t n = sources.template load_count<kPinned>(guard);
+  const int64_t slot = live ? sources.template load_slot<kPinned>() : -1;
   const float amax = group_amax<kGroupLanes>(x.amax());
   if (!active) return;
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);

@@ -11,12 +11,16 @@ namespace cachestore::kernels {
 // ---- fp4 index-K (68-byte layout): one row on 2^lanes_log2 lanes, kN values per lane. 32 / kN
 // lanes hold one 32-value group; lanes past D / kN only pad the row's lane group.
 // A row past the batch (`live` false) reads nothing but takes part in the group's shuffles.
-template <typename SlotT, int kN, bool kPdl>
+// kPinned: begin_row's addressing without PDL too, which the fp4 index-K kernel takes (a partial
+// H200 run: 1.28-1.36 -> 1.23-1.29x of the lean naive node at n <= 512, PDL off; NOTES.md,
+// item 23); the fused kernel's index warps keep kPdl (no gain measured there).
+template <typename SlotT, int kN, bool kPdl, bool kPinned = kPdl>
 __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, const IndexKArgs& a,
                                                       int64_t row, int lane, bool live,
                                                       bool count_negative = true) {
   constexpr int kGroupLanes = layout::kFp4Group / kN;
-  guarded_index_k_row<SlotT, kN, kGroupLanes, kPdl>(guard, a, row, lane, live, count_negative,
+  guarded_index_k_row<SlotT, kN, kGroupLanes, kPdl, kPinned>(guard, a, row, lane, live,
+                                                             count_negative,
                                                     [&](Bf16Vals<kN>& x, float amax,
                                                         const PagePosition& pos) {
     const uint8_t e8 = detail::index_k_fp4_scale_byte(amax);
@@ -46,7 +50,7 @@ template <typename SlotT, int kN, bool kPdl>
 __global__ void __launch_bounds__(512, 4)
 index_k_fp4_kernel(const GuardArgs guard, const IndexKArgs a) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  store_index_k_fp4_row<SlotT, kN, kPdl>(guard, a, row, threadIdx.x, row < guard.num_tokens);
+  store_index_k_fp4_row<SlotT, kN, kPdl, true>(guard, a, row, threadIdx.x, row < guard.num_tokens);
 }
 
 // ---- MLA V41 and V41_FP4: lanes 0..448/kN-1 hold kN NoPE values each, the last 64/kN lanes kN
