@@ -657,6 +657,54 @@ int main(int argc, char** argv) {
     add("probe fp8 PDL off, pinned", probe(probe_fp8_kernel<kAll | kPinNoWait>));
     add("V4 probe PDL off, pinned", no_pdl(probe_v4_kernel<kAll | kPinNoWait>, static_cast<unsigned>(rows), dim3(32, 2), mla));
 
+    // Session 8: the library's fp8 index-K kernel at the library's own launch shape (rows a
+    // block from detail::rows_per_block), kN = 4 (the library's choice up to 128 rows) against
+    // kN = 8, with begin_row's addressing (pinned) or without, PDL off; and both kN with PDL.
+    const auto fp8_lib = [&](auto kernel, int kN, bool pdl) {
+      const int32_t lanes = 128 / kN;
+      kernels::IndexKArgs args = fp8_args;
+      args.lanes_log2 = static_cast<int16_t>(kN == 4 ? 5 : 4);
+      const int32_t per_block = detail::rows_per_block(rows, std::max(1, 64 / lanes),
+                                                       std::max(1, 256 / lanes), sm_count);
+      const unsigned blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
+      const kernels::GuardArgs g{rows, n_dev, nullptr,
+                                 pdl && blocks <= static_cast<unsigned>(sm_count)};
+      return [=](cudaStream_t s) { launch(kernel, dim3(blocks), dim3(lanes, per_block), s, pdl, g, args); };
+    };
+    using kernels::index_k_fp8_kernel;
+    // amax / pow2, kN, pinned, D: 0 = run-time (the library's), 128 = compiled in.
+    const auto fp8_variant = [&](auto rule, auto kn, auto pinned, auto dim, auto pdl) {
+      constexpr int kN = decltype(kn)::value;
+      constexpr bool kPdl = decltype(pdl)::value;
+      return fp8_lib(index_k_fp8_kernel<int64_t, kN, decltype(rule)::value, kPdl,
+                                        decltype(pinned)::value, decltype(dim)::value>,
+                     kN, kPdl);
+    };
+    using A = std::integral_constant<ScaleRule, ScaleRule::kAmax>;
+    using P = std::integral_constant<ScaleRule, ScaleRule::kPow2>;
+    using N4 = std::integral_constant<int, 4>;
+    using N8 = std::integral_constant<int, 8>;
+    using D0 = std::integral_constant<int, 0>;
+    using D128 = std::integral_constant<int, 128>;
+    using Pin = std::true_type;
+    using NoPin = std::false_type;
+    add("s8 fp8 amax kN=4", fp8_variant(A{}, N4{}, NoPin{}, D0{}, std::false_type{}));
+    add("s8 fp8 amax kN=4 pinned", fp8_variant(A{}, N4{}, Pin{}, D0{}, std::false_type{}));
+    add("s8 fp8 amax kN=4 D128", fp8_variant(A{}, N4{}, NoPin{}, D128{}, std::false_type{}));
+    add("s8 fp8 amax kN=4 D128 pinned", fp8_variant(A{}, N4{}, Pin{}, D128{}, std::false_type{}));
+    add("s8 fp8 amax kN=8", fp8_variant(A{}, N8{}, NoPin{}, D0{}, std::false_type{}));
+    add("s8 fp8 amax kN=8 D128", fp8_variant(A{}, N8{}, NoPin{}, D128{}, std::false_type{}));
+    add("s8 fp8 amax kN=8 D128 pinned", fp8_variant(A{}, N8{}, Pin{}, D128{}, std::false_type{}));
+    add("s8 fp8 pow2 kN=4", fp8_variant(P{}, N4{}, NoPin{}, D0{}, std::false_type{}));
+    add("s8 fp8 pow2 kN=4 D128", fp8_variant(P{}, N4{}, NoPin{}, D128{}, std::false_type{}));
+    add("s8 fp8 pow2 kN=4 D128 pinned", fp8_variant(P{}, N4{}, Pin{}, D128{}, std::false_type{}));
+    add("s8 fp8 pow2 kN=8 D128 pinned", fp8_variant(P{}, N8{}, Pin{}, D128{}, std::false_type{}));
+    add("s8 PDL fp8 amax kN=4", fp8_variant(A{}, N4{}, Pin{}, D0{}, std::true_type{}));
+    add("s8 PDL fp8 amax kN=4 D128", fp8_variant(A{}, N4{}, Pin{}, D128{}, std::true_type{}));
+    add("s8 PDL fp8 amax kN=8 D128", fp8_variant(A{}, N8{}, Pin{}, D128{}, std::true_type{}));
+    add("s8 PDL fp8 pow2 kN=4 D128", fp8_variant(P{}, N4{}, Pin{}, D128{}, std::true_type{}));
+    add("s8 fp8 amax (API)", [&, fp8](cudaStream_t s) { check(store_index_k_fp8(fp8, s)); });
+
     for (Variant& v : variants) {
       cudaGraph_t graph;
       CACHESTORE_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));

@@ -430,7 +430,7 @@ __device__ __forceinline__ uint32_t e2m1_drop_zero_signs(uint32_t w) {
 // kN bf16 values (one 8-byte vector, or kN / 8 16-byte vectors) decoded to fp32, and their amax.
 // kN = 16 for large batches (fewer lanes, bandwidth), 8 for decode sizes, where the latency of the
 // chain after the loads is the cost and idle lanes are free; 4 for the fp8 index-K kernel up to
-// 128 rows (launch.cuh: values_per_lane).
+// 512 rows (launch.cuh: values_per_lane).
 template <int kN>
 struct Bf16Vals {
   static_assert(kN == 4 || kN == 8 || kN == 16, "4, 8 or 16 values per lane");
@@ -650,6 +650,12 @@ __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& gu
   return guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, x);
 }
 
+// An index-K row's D: kDim where the kernel is compiled for one (0: the run-time head_dim).
+template <int kDim>
+__device__ __forceinline__ int index_k_dim(const IndexKArgs& a) {
+  return kDim != 0 ? kDim : a.head_dim;
+}
+
 // The loads and the guard of an index-K row (fp8, fp4) on kN values a lane, kGroupLanes lanes
 // to a quantization group, then `store(x, amax, pos)`: the row's quantization and writes. The
 // input, count and slot load together; the group's amax takes the whole warp (a row past the
@@ -659,11 +665,12 @@ __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& gu
 // (BSSY / BSYNC) sits on the path of a stored row.
 // kPinned (always with PDL): begin_row's addresses and loads; the fp4 index-K kernel pins
 // without PDL too (NOTES.md, item 23).
-template <typename SlotT, int kN, int kGroupLanes, bool kPdl, bool kPinned, typename Store>
+template <typename SlotT, int kN, int kGroupLanes, bool kPdl, bool kPinned, int kDim,
+          typename Store>
 __device__ __forceinline__ void guarded_index_k_row(const GuardArgs& guard, const IndexKArgs& a,
                                                     int64_t row, int lane, bool live,
                                                     bool count_negative, Store&& store) {
-  const bool active = live && lane * kN < a.head_dim;
+  const bool active = live && lane * kN < index_k_dim<kDim>(a);
   const uint16_t* src = a.k + (row * a.k_row_stride + lane * kN);
   GuardSources<SlotT> sources(guard, a.slots, row);
   begin_row<kPdl, kPinned>(guard, sources, src);

@@ -4,7 +4,7 @@
 // at or past num_tokens read nothing. The quantizing kernels take kN = 4, 8 or 16 values per lane
 // (launchers, launch.cuh: 8 for decode-size batches, where the chain after the loads is the
 // latency, 16 for large ones, where fewer lanes per row move the same bytes; the fp8 index-K
-// kernel 4 up to 128 rows).
+// kernel 4 up to 512 rows, and D = 128 compiled in up to 1024).
 #pragma once
 
 #include "cachestore/layout.h"
@@ -51,13 +51,13 @@ __global__ void index_k_bf16_kernel(const GuardArgs guard, const IndexKBf16Args 
 // 128 / kN lanes hold one 128-value block; lanes past D / kN (D = 384) only pad the group. A
 // row past the batch (`live` false: the last block's, or the fused kernel's spare index lanes)
 // reads nothing but still takes part in the group's shuffles, which need the whole warp.
-template <typename SlotT, int kN, ScaleRule kRule, bool kPdl>
+template <typename SlotT, int kN, ScaleRule kRule, bool kPdl, bool kPinned = kPdl, int kDim = 0>
 __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
                                                       const IndexKArgs& a, int64_t row,
                                                       int lane, bool live,
                                                       bool count_negative = true) {
   constexpr int kBlockLanes = layout::kQuantBlock / kN;
-  guarded_index_k_row<SlotT, kN, kBlockLanes, kPdl, kPdl>(guard, a, row, lane, live,
+  guarded_index_k_row<SlotT, kN, kBlockLanes, kPdl, kPinned, kDim>(guard, a, row, lane, live,
                                                           count_negative,
                                                     [&](Bf16Vals<kN>& x, float amax,
                                                         const PagePosition& pos) {
@@ -75,13 +75,14 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
       q = x.template to_e4m3_divided<ScaleSource::kIndexKAmax>(scale);
     }
     // Both addresses before either store, so that the scale store issues right after the data.
+    const int head_dim = index_k_dim<kDim>(a);
     uint8_t* const data =
         a.cache.data + layout::index_k_fp8_data_offset(pos.local_page, pos.in_page,
-                                                       a.cache.page_stride, a.head_dim);
+                                                       a.cache.page_stride, head_dim);
     float* const scales = reinterpret_cast<float*>(
         a.cache.data + layout::index_k_fp8_scale_offset(pos.local_page, pos.in_page,
                                                         int64_t{1} << a.cache.page_shift,
-                                                        a.cache.page_stride, a.head_dim));
+                                                        a.cache.page_stride, head_dim));
     store_bytes(data + kN * lane, q, a.cache.page_stride % sizeof(q) == 0);
     if (lane % kBlockLanes == 0) scales[lane / kBlockLanes] = scale;
   });
@@ -104,12 +105,12 @@ __device__ __forceinline__ void store_index_k_fp8_row_any_rule(const GuardArgs& 
 }
 
 // blockDim = (2^lanes_log2, rows per block): a multiple of 32 threads, so every warp is whole.
-template <typename SlotT, int kN, ScaleRule kRule, bool kPdl>
+template <typename SlotT, int kN, ScaleRule kRule, bool kPdl, bool kPinned = kPdl, int kDim = 0>
 __global__ void __launch_bounds__(kMaxBlockThreads, 2048 / kMaxBlockThreads)
 index_k_fp8_kernel(const GuardArgs guard, const IndexKArgs a) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  store_index_k_fp8_row<SlotT, kN, kRule, kPdl>(guard, a, row, threadIdx.x,
-                                                row < guard.num_tokens);
+  store_index_k_fp8_row<SlotT, kN, kRule, kPdl, kPinned, kDim>(guard, a, row, threadIdx.x,
+                                                               row < guard.num_tokens);
 }
 
 // Lanes of one MLA row: 512 values (V4, V4.1: 448 NoPE + 64 RoPE; V3.2: 512 NoPE) at kN per lane,

@@ -19,7 +19,7 @@ __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, co
                                                       int64_t row, int lane, bool live,
                                                       bool count_negative = true) {
   constexpr int kGroupLanes = layout::kFp4Group / kN;
-  guarded_index_k_row<SlotT, kN, kGroupLanes, kPdl, kPinned>(guard, a, row, lane, live,
+  guarded_index_k_row<SlotT, kN, kGroupLanes, kPdl, kPinned, 0>(guard, a, row, lane, live,
                                                              count_negative,
                                                     [&](Bf16Vals<kN>& x, float amax,
                                                         const PagePosition& pos) {
