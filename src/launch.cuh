@@ -58,9 +58,10 @@ inline Status grid_for_rows(int64_t rows, int64_t rows_per_block, dim3* grid) {
 // Quantizing kernels' values per lane: 8 up to kSmallBatchRows rows (decode sizes: the chain
 // after the loads is the latency, and a lane's share of it shrinks with its values), 16 above
 // (large batches: fewer lanes for the same bytes). The fp8 index-K kernel takes 4 up to
-// kTinyBatchRows (one warp per 128-value block at D = 128: its amax is one reduction); the MLA
-// rows measured slower at 4 (four warps a row) than at 8 (NOTES.md, item 18).
-inline constexpr int64_t kTinyBatchRows = 128;
+// kTinyBatchRows (one warp per 128-value block at D = 128: its amax is one reduction; at 512
+// rows 0.02x faster than 8, NOTES.md, item 24); the MLA rows measured slower at 4 (four warps a
+// row) than at 8 (NOTES.md, item 18).
+inline constexpr int64_t kTinyBatchRows = 512;
 inline constexpr int64_t kSmallBatchRows = 1024;
 inline int32_t values_per_lane(int64_t num_tokens, bool four) {
   return four && num_tokens <= kTinyBatchRows ? 4 : num_tokens <= kSmallBatchRows ? 8 : 16;

@@ -292,18 +292,23 @@ namespace cachestore::test {
 namespace {
 
 // The kernels' values per lane follow the batch (launch.cuh: values_per_lane): up to 1024 rows
-// 8, above 16; the fp8 index-K kernel takes 4 up to 128 rows (the other tests here use small
+// 8, above 16; the fp8 index-K kernel takes 4 up to 512 rows (the other tests here use small
 // batches). The same whole-cache comparison on the wider paths, every quantized layout: 1536 rows
-// (16) and 320 rows (8, which is the fp8 index-K kernel's only test of it).
+// (16), 800 rows (8, which is the fp8 index-K kernel's only test of it) and 320 rows (more rows a
+// block than the small batches: the fp8 index-K kernel at 4 values, the others at 8). The fp8
+// index-K kernel has D = 128 compiled in up to 1024 rows: the small batches and 320 rows test it
+// at 4 values, 800 rows at 8; other D at 4 values: IndexKFp8HeadDims.
 class LargeBatch : public StoreTest, public ::testing::WithParamInterface<StoreKind> {
  protected:
-  void run_batch(int64_t num_tokens, int32_t min_n) {
+  // wide_index: the fp8 pow2 and fp4 round-to-even index-K rows at D = 384 (the others at 128).
+  void run_batch(int64_t num_tokens, int32_t min_n, bool wide_index = true) {
     CaseShape shape;
     shape.num_tokens = num_tokens;
     shape.page_size = 64;
-    shape.head_dim =
-        GetParam() == StoreKind::kIndexKFp8Pow2 || GetParam() == StoreKind::kIndexKFp4Even ? 384
-                                                                                          : 128;
+    shape.head_dim = wide_index && (GetParam() == StoreKind::kIndexKFp8Pow2 ||
+                                    GetParam() == StoreKind::kIndexKFp4Even)
+                         ? 384
+                         : 128;
     shape.reserved_slot = 0;
     StoreCase c(GetParam(), shape);
     std::uniform_int_distribution<int32_t> n(min_n, static_cast<int32_t>(num_tokens));
@@ -313,7 +318,10 @@ class LargeBatch : public StoreTest, public ::testing::WithParamInterface<StoreK
 
 TEST_P(LargeBatch, WideLanesMatchReference) { run_batch(1536, 1200); }
 
-TEST_P(LargeBatch, EightValueLanesMatchReference) { run_batch(320, 200); }
+// At D = 128 for both fp8 rules: the fp8 index-K kernel with D compiled in, at 8 values a lane.
+TEST_P(LargeBatch, EightValueLanesMatchReference) { run_batch(800, 600, false); }
+
+TEST_P(LargeBatch, MidBatchMatchesReference) { run_batch(320, 200); }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, LargeBatch,
                          ::testing::Values(StoreKind::kIndexKFp8Amax, StoreKind::kIndexKFp8Pow2,
