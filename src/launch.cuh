@@ -136,13 +136,6 @@ Status launch_index_k(KernelFor kernel_for, const Batch& batch, SlotType slot_ty
   });
 }
 
-// Lanes per index-K row at `values_per_lane` values a lane, rounded up to a power of two.
-inline int32_t index_k_lanes_log2(int32_t head_dim, int32_t values_per_lane) {
-  int32_t log2 = 0;
-  while ((1 << log2) * values_per_lane < head_dim) ++log2;
-  return log2;
-}
-
 // The kernel arguments of an fp8 (132-byte, IndexKFp8Cache) or fp4 (68-byte, IndexKFp4Cache)
 // index-K cache.
 template <typename Cache>
@@ -155,7 +148,7 @@ kernels::IndexKArgs index_k_args(const SlotMapping& slots, const void* k, int64_
       k_row_stride,
       {static_cast<uint8_t*>(cache.data), cache.page_stride_bytes, log2_exact(cache.page_size)},
       static_cast<int16_t>(cache.head_dim),
-      static_cast<int16_t>(index_k_lanes_log2(cache.head_dim, values_per_lane)),
+      static_cast<int16_t>(kernels::index_k_lanes_log2(cache.head_dim, values_per_lane)),
       static_cast<uint8_t>(Fp4Ties::kToEven),
       static_cast<uint8_t>(ScaleRule::kAmax)};
   if constexpr (std::is_same_v<Cache, IndexKFp8Cache>) {

@@ -93,9 +93,15 @@ Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
 Status store_index_k_fp4(const IndexKFp4Params& p, cudaStream_t stream) {
   return store_index_k_paged<false>(
       p, detail::check_index_k_fp4_cache,
-      [](auto slot, auto values, auto pdl) {
-        return kernels::index_k_fp4_kernel<decltype(slot), decltype(values)::value,
-                                           decltype(pdl)::value>;
+      [&p](auto slot, auto values, auto pdl) {
+        using SlotT = decltype(slot);
+        constexpr int kN = decltype(values)::value;
+        constexpr bool kPdl = decltype(pdl)::value;
+        // D = 128 compiled in at decode sizes, as for fp8.
+        if constexpr (kN < 16) {
+          if (p.cache.head_dim == 128) return kernels::index_k_fp4_kernel<SlotT, kN, kPdl, 128>;
+        }
+        return kernels::index_k_fp4_kernel<SlotT, kN, kPdl>;
       },
       stream);
 }

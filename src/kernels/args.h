@@ -86,6 +86,15 @@ struct IndexKArgs {
 };
 static_assert(sizeof(IndexKArgs) == 80, "IndexKArgs fills the two constant lines after GuardArgs");
 
+// Lanes per index-K row (IndexKArgs::lanes_log2) at `values_per_lane` values a lane, rounded up
+// to a power of two; a constant in the kernels compiled for one D.
+CACHESTORE_HOST_DEVICE constexpr int32_t index_k_lanes_log2(int32_t head_dim,
+                                                            int32_t values_per_lane) {
+  int32_t log2 = 0;
+  while ((1 << log2) * values_per_lane < head_dim) ++log2;
+  return log2;
+}
+
 struct MlaArgs {
   SlotArgs slots;
   PagedCacheArgs cache;         // the layout is the kernel's template parameter

@@ -90,17 +90,17 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
 
 // The row above for the cache's run-time rule (the fused kernel, which is not instantiated per
 // rule: a uniform branch before the loads).
-template <typename SlotT, int kN, bool kPdl>
+template <typename SlotT, int kN, bool kPdl, bool kPinned, int kDim>
 __device__ __forceinline__ void store_index_k_fp8_row_any_rule(const GuardArgs& guard,
                                                                const IndexKArgs& a, int64_t row,
                                                                int lane, bool live,
                                                                bool count_negative) {
   if (a.rule() == ScaleRule::kPow2) {
-    store_index_k_fp8_row<SlotT, kN, ScaleRule::kPow2, kPdl>(guard, a, row, lane, live,
-                                                             count_negative);
+    store_index_k_fp8_row<SlotT, kN, ScaleRule::kPow2, kPdl, kPinned, kDim>(guard, a, row, lane,
+                                                                            live, count_negative);
   } else {
-    store_index_k_fp8_row<SlotT, kN, ScaleRule::kAmax, kPdl>(guard, a, row, lane, live,
-                                                             count_negative);
+    store_index_k_fp8_row<SlotT, kN, ScaleRule::kAmax, kPdl, kPinned, kDim>(guard, a, row, lane,
+                                                                            live, count_negative);
   }
 }
 
@@ -232,7 +232,10 @@ mla_store_kernel(const GuardArgs guard, const MlaArgs kv) {
 // fused_store_cache launches it only with an index-K (mla_store_kernel otherwise).
 // rows_per_block is the first parameter: every warp reads it first (its role and row depend on
 // it), and in the parameters' last 64-byte line it cost 0.03-0.07x at n <= 512 (probe_small_n).
-template <MlaLayout kLayout, IndexKFormat kIndex, typename SlotT, int kN, bool kPdl>
+// kIndexDim: the index-K row's D compiled in (0: the run-time head_dim), its rows then pinned
+// without PDL too, as in the index-K kernels.
+template <MlaLayout kLayout, IndexKFormat kIndex, typename SlotT, int kN, bool kPdl,
+          int kIndexDim = 0>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1536 / kMaxBlockThreads)
 fused_store_kernel(const int32_t rows_per_block, const GuardArgs guard, const MlaArgs kv,
                    const IndexKArgs index) {
@@ -247,15 +250,20 @@ fused_store_kernel(const int32_t rows_per_block, const GuardArgs guard, const Ml
   } else {
     // Whole index warps: lanes past the block's rows or the batch stay for the shuffles.
     const int local = (warp - rows_per_block * kWarpsPerRow) * 32 + threadIdx.x;
-    const int row_in_block = local >> index.lanes_log2;
+    constexpr int kIndexLanesLog2 = kIndexDim != 0 ? index_k_lanes_log2(kIndexDim, kN) : 0;
+    const int lanes_log2 = kIndexDim != 0 ? kIndexLanesLog2 : index.lanes_log2;
+    const int row_in_block = local >> lanes_log2;
     const int64_t row = first_row + row_in_block;
     const bool live = row_in_block < rows_per_block && row < guard.num_tokens;
     // The KV warps count a negative n for the launch.
-    const int lane = local & ((1 << index.lanes_log2) - 1);
+    const int lane = local & ((1 << lanes_log2) - 1);
+    constexpr bool kPinned = kPdl || kIndexDim != 0;
     if constexpr (kIndex == IndexKFormat::kFp8) {
-      store_index_k_fp8_row_any_rule<SlotT, kN, kPdl>(guard, index, row, lane, live, false);
+      store_index_k_fp8_row_any_rule<SlotT, kN, kPdl, kPinned, kIndexDim>(guard, index, row, lane,
+                                                                          live, false);
     } else {
-      store_index_k_fp4_row<SlotT, kN, kPdl>(guard, index, row, lane, live, false);
+      store_index_k_fp4_row<SlotT, kN, kPdl, kPinned, kIndexDim>(guard, index, row, lane, live,
+                                                                 false);
     }
   }
 }

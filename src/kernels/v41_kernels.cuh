@@ -13,13 +13,13 @@ namespace cachestore::kernels {
 // A row past the batch (`live` false) reads nothing but takes part in the group's shuffles.
 // kPinned: begin_row's addressing without PDL too, which the fp4 index-K kernel takes (a partial
 // H200 run: 1.28-1.36 -> 1.23-1.29x of the lean naive node at n <= 512, PDL off; NOTES.md,
-// item 23); the fused kernel's index warps keep kPdl (no gain measured there).
-template <typename SlotT, int kN, bool kPdl, bool kPinned = kPdl>
+// item 23). kDim: D compiled in (0: the run-time head_dim), as for the fp8 row.
+template <typename SlotT, int kN, bool kPdl, bool kPinned = kPdl, int kDim = 0>
 __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, const IndexKArgs& a,
                                                       int64_t row, int lane, bool live,
                                                       bool count_negative = true) {
   constexpr int kGroupLanes = layout::kFp4Group / kN;
-  guarded_index_k_row<SlotT, kN, kGroupLanes, kPdl, kPinned, 0>(guard, a, row, lane, live,
+  guarded_index_k_row<SlotT, kN, kGroupLanes, kPdl, kPinned, kDim>(guard, a, row, lane, live,
                                                              count_negative,
                                                     [&](Bf16Vals<kN>& x, float amax,
                                                         const PagePosition& pos) {
@@ -32,25 +32,27 @@ __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, co
     } else {
       q = make_uint2(e2m1_drop_zero_signs(q.x), e2m1_drop_zero_signs(q.y));
     }
+    const int head_dim = index_k_dim<kDim>(a);
     store_bytes(a.cache.data + layout::index_k_fp4_data_offset(pos.local_page, pos.in_page,
-                                                               a.cache.page_stride, a.head_dim) +
+                                                               a.cache.page_stride, head_dim) +
                     kN / 2 * lane,
                 q, a.cache.page_stride % sizeof(q) == 0);
     if (lane % kGroupLanes == 0) {
       a.cache.data[layout::index_k_fp4_scale_offset(pos.local_page, pos.in_page,
                                                     int64_t{1} << a.cache.page_shift,
-                                                    a.cache.page_stride, a.head_dim) +
+                                                    a.cache.page_stride, head_dim) +
                    lane / kGroupLanes] = e8;
     }
   });
 }
 
 // blockDim = (2^lanes_log2, rows per block): a multiple of 32 threads, so every warp is whole.
-template <typename SlotT, int kN, bool kPdl>
+template <typename SlotT, int kN, bool kPdl, int kDim = 0>
 __global__ void __launch_bounds__(512, 4)
 index_k_fp4_kernel(const GuardArgs guard, const IndexKArgs a) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  store_index_k_fp4_row<SlotT, kN, kPdl, true>(guard, a, row, threadIdx.x, row < guard.num_tokens);
+  store_index_k_fp4_row<SlotT, kN, kPdl, true, kDim>(guard, a, row, threadIdx.x,
+                                                     row < guard.num_tokens);
 }
 
 // ---- MLA V41 and V41_FP4: lanes 0..448/kN-1 hold kN NoPE values each, the last 64/kN lanes kN
