@@ -658,7 +658,7 @@ int main(int argc, char** argv) {
     add("V4 probe PDL off, pinned", no_pdl(probe_v4_kernel<kAll | kPinNoWait>, static_cast<unsigned>(rows), dim3(32, 2), mla));
 
     // Session 8: the library's fp8 index-K kernel at the library's own launch shape (rows a
-    // block from detail::rows_per_block), kN = 4 (the library's choice up to 128 rows) against
+    // block from detail::rows_per_block), kN = 4 (the library's choice, then up to 128 rows) against
     // kN = 8, with begin_row's addressing (pinned) or without, PDL off; and both kN with PDL.
     const auto fp8_lib = [&](auto kernel, int kN, bool pdl) {
       const int32_t lanes = 128 / kN;
