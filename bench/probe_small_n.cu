@@ -660,12 +660,15 @@ int main(int argc, char** argv) {
     // Session 8: the library's fp8 index-K kernel at the library's own launch shape (rows a
     // block from detail::rows_per_block), kN = 4 (the library's choice, then up to 128 rows) against
     // kN = 8, with begin_row's addressing (pinned) or without, PDL off; and both kN with PDL.
-    const auto fp8_lib = [&](auto kernel, int kN, bool pdl) {
+    // forced_rows > 0: that many rows a block instead of the library's choice.
+    const auto fp8_lib = [&](auto kernel, int kN, bool pdl, int32_t forced_rows = 0) {
       const int32_t lanes = 128 / kN;
       kernels::IndexKArgs args = fp8_args;
       args.lanes_log2 = static_cast<int16_t>(kN == 4 ? 5 : 4);
-      const int32_t per_block = detail::rows_per_block(rows, std::max(1, 64 / lanes),
-                                                       std::max(1, 256 / lanes), sm_count);
+      const int32_t per_block =
+          forced_rows > 0 ? forced_rows
+                          : detail::rows_per_block(rows, std::max(1, 64 / lanes),
+                                                   std::max(1, 256 / lanes), sm_count);
       const unsigned blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
       const kernels::GuardArgs g{rows, n_dev, nullptr,
                                  pdl && blocks <= static_cast<unsigned>(sm_count)};
@@ -703,6 +706,12 @@ int main(int argc, char** argv) {
     add("s8 PDL fp8 amax kN=4 D128", fp8_variant(A{}, N4{}, Pin{}, D128{}, std::true_type{}));
     add("s8 PDL fp8 amax kN=8 D128", fp8_variant(A{}, N8{}, Pin{}, D128{}, std::true_type{}));
     add("s8 PDL fp8 pow2 kN=4 D128", fp8_variant(P{}, N4{}, Pin{}, D128{}, std::true_type{}));
+    // Session 8, not yet run: the library's D = 128 kernel (kN = 4, pinned) at other rows per block
+    // (n = 512 is its worst cell: 4 rows a block, 128 blocks).
+    for (const int32_t forced : {1, 2, 8}) {
+      add("s8 fp8 amax lib, " + std::to_string(forced) + " rows/block",
+          fp8_lib(index_k_fp8_kernel<int64_t, 4, ScaleRule::kAmax, false, true, 128>, 4, false, forced));
+    }
     add("s8 fp8 amax (API)", [&, fp8](cudaStream_t s) { check(store_index_k_fp8(fp8, s)); });
 
     for (Variant& v : variants) {
