@@ -31,16 +31,12 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
     if (p.index_k == nullptr)
       return detail::launch_store(kernels::mla_store_kernel<kLayout, SlotT, kN, kPdl>, grid, block,
                                   stream, pdl_constant, guard, kv);
-    // Decode sizes at the DeepSeek indexer's D = 128: the index rows with D compiled in, as in
-    // store_index_k_fp8 / _fp4.
-    if constexpr (kN < 16) {
-      if (index.head_dim == 128)
-        return detail::launch_store(
-            kernels::fused_store_kernel<kLayout, kIndex, SlotT, kN, kPdl, 128>, grid, block,
-            stream, pdl_constant, rows, guard, kv, index);
-    }
-    return detail::launch_store(kernels::fused_store_kernel<kLayout, kIndex, SlotT, kN, kPdl>,
-                                grid, block, stream, pdl_constant, rows, guard, kv, index);
+    // The index rows' D as in store_index_k_fp8 / _fp4.
+    return detail::with_index_k_dim<kN>(index.head_dim, [&](auto dim) {
+      return detail::launch_store(
+          kernels::fused_store_kernel<kLayout, kIndex, SlotT, kN, kPdl, decltype(dim)::value>,
+          grid, block, stream, pdl_constant, rows, guard, kv, index);
+    });
   });
 }
 

@@ -67,6 +67,19 @@ inline int32_t values_per_lane(int64_t num_tokens, bool four) {
   return four && num_tokens <= kTinyBatchRows ? 4 : num_tokens <= kSmallBatchRows ? 8 : 16;
 }
 
+// The index-K rows' D as a kernel constant: f(integral_constant<int, 128>) for the DeepSeek
+// indexer's D = 128 at decode sizes (kN < 16), f(integral_constant<int, 0>) otherwise (D read at
+// run time). At decode sizes the run-time D kept the rows' pinned addressing from paying: both
+// together are worth 0.04-0.08x of a lean scatter node (NOTES.md, item 24).
+inline constexpr int32_t kCompiledIndexDim = 128;
+template <int kN, typename F>
+auto with_index_k_dim(int32_t head_dim, F&& f) {
+  if constexpr (kN < 16) {
+    if (head_dim == kCompiledIndexDim) return f(std::integral_constant<int, kCompiledIndexDim>{});
+  }
+  return f(std::integral_constant<int, 0>{});
+}
+
 // f(std::integral_constant<int, kN>{}) for the kN = values_per_lane(num_tokens, kFour) kernels.
 template <bool kFour, typename F>
 Status with_values_per_lane(int64_t num_tokens, F&& f) {

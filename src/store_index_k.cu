@@ -40,8 +40,9 @@ Status store_index_k_bf16(const IndexKBf16Params& p, cudaStream_t stream) {
 
 namespace {
 // The paged (fp8 and fp4) index-K stores: the same checks and launch, each with its cache's check
-// and kernel (`kernel_for(SlotT{}, integral_constant<kN>, bool_constant<kPdl>)`); kFour: whether
-// it takes kN = 4 at decode sizes (fp8; the fp4 kernel's e2m1 bytes come 4 or 8 a lane).
+// and kernel (`kernel_for(SlotT{}, integral_constant<kN>, bool_constant<kPdl>,
+// integral_constant<kDim>)`, kDim from with_index_k_dim); kFour: whether it takes kN = 4 at
+// decode sizes (fp8; the fp4 kernel's e2m1 bytes come 4 or 8 a lane).
 template <bool kFour, typename Params, typename Cache, typename KernelFor>
 Status store_index_k_paged(const Params& p, Status (*check_cache)(const Cache&, const char*),
                            KernelFor kernel_for, cudaStream_t stream) {
@@ -60,32 +61,29 @@ Status store_index_k_paged(const Params& p, Status (*check_cache)(const Cache&, 
     const kernels::IndexKArgs args =
         detail::index_k_args(p.slots, p.k, p.k_row_stride, p.cache, decltype(values)::value);
     return detail::launch_index_k(
-        [&](auto slot, auto pdl) { return kernel_for(slot, values, pdl); }, p.batch,
-        p.slots.type, p.launch, arch, 1 << args.lanes_log2, args, stream);
+        [&](auto slot, auto pdl) {
+          return detail::with_index_k_dim<decltype(values)::value>(
+              p.cache.head_dim, [&](auto dim) { return kernel_for(slot, values, pdl, dim); });
+        },
+        p.batch, p.slots.type, p.launch, arch, 1 << args.lanes_log2, args, stream);
   });
 }
 }  // namespace
 
 Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
-  // One instantiation per scale rule: no run-time branch on the chain after the loads.
+  // One instantiation per scale rule: no run-time branch on the chain after the loads. With D
+  // compiled in, the row's addresses are pinned before its loads without PDL too (kPinned).
   return store_index_k_paged<true>(
       p, detail::check_index_k_fp8_cache,
-      [&p](auto slot, auto values, auto pdl) {
+      [&p](auto slot, auto values, auto pdl, auto dim) {
         using SlotT = decltype(slot);
         constexpr int kN = decltype(values)::value;
         constexpr bool kPdl = decltype(pdl)::value;
-        // Decode sizes at the DeepSeek indexer's D = 128: D compiled in, and every address
-        // computed before the loads without PDL too (kPinned). Either alone gains 0.00-0.04x of
-        // the lean naive node, both together 0.04-0.08x (NOTES.md, item 24).
-        if constexpr (kN < 16) {
-          if (p.cache.head_dim == 128)
-            return p.cache.scale_rule == ScaleRule::kPow2
-                       ? kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kPow2, kPdl, true, 128>
-                       : kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kAmax, kPdl, true, 128>;
-        }
+        constexpr int kDim = decltype(dim)::value;
+        constexpr bool kPinned = kPdl || kDim != 0;
         return p.cache.scale_rule == ScaleRule::kPow2
-                   ? kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kPow2, kPdl>
-                   : kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kAmax, kPdl>;
+                   ? kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kPow2, kPdl, kPinned, kDim>
+                   : kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kAmax, kPdl, kPinned, kDim>;
       },
       stream);
 }
@@ -93,15 +91,9 @@ Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
 Status store_index_k_fp4(const IndexKFp4Params& p, cudaStream_t stream) {
   return store_index_k_paged<false>(
       p, detail::check_index_k_fp4_cache,
-      [&p](auto slot, auto values, auto pdl) {
-        using SlotT = decltype(slot);
-        constexpr int kN = decltype(values)::value;
-        constexpr bool kPdl = decltype(pdl)::value;
-        // D = 128 compiled in at decode sizes, as for fp8.
-        if constexpr (kN < 16) {
-          if (p.cache.head_dim == 128) return kernels::index_k_fp4_kernel<SlotT, kN, kPdl, 128>;
-        }
-        return kernels::index_k_fp4_kernel<SlotT, kN, kPdl>;
+      [](auto slot, auto values, auto pdl, auto dim) {
+        return kernels::index_k_fp4_kernel<decltype(slot), decltype(values)::value,
+                                           decltype(pdl)::value, decltype(dim)::value>;
       },
       stream);
 }

@@ -250,8 +250,7 @@ fused_store_kernel(const int32_t rows_per_block, const GuardArgs guard, const Ml
   } else {
     // Whole index warps: lanes past the block's rows or the batch stay for the shuffles.
     const int local = (warp - rows_per_block * kWarpsPerRow) * 32 + threadIdx.x;
-    constexpr int kIndexLanesLog2 = kIndexDim != 0 ? index_k_lanes_log2(kIndexDim, kN) : 0;
-    const int lanes_log2 = kIndexDim != 0 ? kIndexLanesLog2 : index.lanes_log2;
+    const int lanes_log2 = kIndexDim != 0 ? index_k_lanes_log2(kIndexDim, kN) : index.lanes_log2;
     const int row_in_block = local >> lanes_log2;
     const int64_t row = first_row + row_in_block;
     const bool live = row_in_block < rows_per_block && row < guard.num_tokens;
