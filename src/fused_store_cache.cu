@@ -16,7 +16,17 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
   // A row's KV record takes 512 / kN lanes: halve the rows per block at 8 values per lane so
   // that the block stays within kMaxBlockThreads.
   constexpr int32_t kWarpsPerRow = kernels::kMlaRowLanes<kN> / 32;
-  const int32_t rows = detail::rows_per_block(p.batch.num_tokens, arch.policy.mla_min_rows,
+  const bool pdl = detail::use_pdl(p.launch, arch);
+  // With PDL, the fused kernel at up to two 2-row blocks an SM takes 2 rows a block and triggers
+  // early (two small blocks are resident on an SM together: launch bounds of 3 x 512 threads):
+  // probe_small_n, n = 512, 1.05-1.07x of the lean node against 1.10x at 4 rows a block (four
+  // runs, NOTES.md, item 24); the MLA kernel alone was faster at 4 (0.91 against 0.94x).
+  constexpr int32_t kPdlRows = 2;
+  const bool pdl_two_per_sm = pdl && p.index_k != nullptr &&
+                              p.batch.num_tokens <= int64_t{2} * kPdlRows * arch.sm_count;
+  const int32_t rows =
+      pdl_two_per_sm ? kPdlRows
+                     : detail::rows_per_block(p.batch.num_tokens, arch.policy.mla_min_rows,
                                               arch.policy.mla_rows_per_block / kWarpsPerRow,
                                               arch.sm_count);
   const int32_t index_warps =
@@ -24,8 +34,8 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
   dim3 grid;
   CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows, &grid));
   const dim3 block(32, rows * kWarpsPerRow + index_warps);
-  const bool pdl = detail::use_pdl(p.launch, arch);
-  const kernels::GuardArgs guard = detail::guard_args(p.batch, pdl, grid, arch);
+  const kernels::GuardArgs guard =
+      detail::guard_args(p.batch, pdl, grid, arch, pdl_two_per_sm ? 2 : 1);
   return detail::with_pdl(pdl, [&](auto pdl_constant) {
     constexpr bool kPdl = decltype(pdl_constant)::value;
     if (p.index_k == nullptr)

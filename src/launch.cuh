@@ -95,12 +95,14 @@ Status with_values_per_lane(int64_t num_tokens, F&& f) {
   return f(std::integral_constant<int, 16>{});
 }
 
-// With PDL, a grid of at most one block per SM fits in one wave: its threads trigger before
-// their wait (see begin_store). Larger grids release their dependents by exiting.
+// With PDL, a grid of at most one block per SM (blocks_per_sm: a launcher whose blocks are small
+// enough that that many are resident on an SM together) fits in one wave: its threads trigger
+// before their wait (see begin_store). Larger grids release their dependents by exiting.
 inline kernels::GuardArgs guard_args(const Batch& batch, bool pdl, const dim3& grid,
-                                     const ArchInfo& arch) {
+                                     const ArchInfo& arch, int32_t blocks_per_sm = 1) {
   return {batch.num_tokens, batch.num_tokens_non_padded, batch.diagnostics,
-          pdl && static_cast<int64_t>(grid.x) * grid.y * grid.z <= arch.sm_count};
+          pdl && static_cast<int64_t>(grid.x) * grid.y * grid.z <=
+                     static_cast<int64_t>(arch.sm_count) * blocks_per_sm};
 }
 
 // Whether a store launches with PDL: asked for, and the running image executes griddepcontrol.

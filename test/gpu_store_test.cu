@@ -301,7 +301,8 @@ namespace {
 class LargeBatch : public StoreTest, public ::testing::WithParamInterface<StoreKind> {
  protected:
   // wide_index: the fp8 pow2 and fp4 round-to-even index-K rows at D = 384 (the others at 128).
-  void run_batch(int64_t num_tokens, int32_t min_n, bool wide_index = true) {
+  void run_batch(int64_t num_tokens, int32_t min_n, bool wide_index = true,
+                 LaunchOptions launch = LaunchOptions{}) {
     CaseShape shape;
     shape.num_tokens = num_tokens;
     shape.page_size = 64;
@@ -312,7 +313,7 @@ class LargeBatch : public StoreTest, public ::testing::WithParamInterface<StoreK
     shape.reserved_slot = 0;
     StoreCase c(GetParam(), shape);
     std::uniform_int_distribution<int32_t> n(min_n, static_cast<int32_t>(num_tokens));
-    ASSERT_TRUE(run_step(c, n(rng_), true));
+    ASSERT_TRUE(run_step(c, n(rng_), true, launch));
   }
 };
 
@@ -322,6 +323,12 @@ TEST_P(LargeBatch, WideLanesMatchReference) { run_batch(1536, 1200); }
 TEST_P(LargeBatch, EightValueLanesMatchReference) { run_batch(800, 600, false); }
 
 TEST_P(LargeBatch, MidBatchMatchesReference) { run_batch(320, 200); }
+
+// With PDL at 512 rows: the fused kernel's 2-row blocks, two an SM, triggering early
+// (fused_store_cache.cu), and the other stores' one-block-an-SM grids.
+TEST_P(LargeBatch, MidBatchWithPdlMatchesReference) {
+  run_batch(512, 300, true, LaunchOptions{true});
+}
 
 INSTANTIATE_TEST_SUITE_P(Layouts, LargeBatch,
                          ::testing::Values(StoreKind::kIndexKFp8Amax, StoreKind::kIndexKFp8Pow2,
