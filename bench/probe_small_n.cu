@@ -88,8 +88,7 @@ enum ProbePart : unsigned {
   kBeginAfterAddresses = 512,  // the PDL prologue after all the row's addresses (begin_row)
   kOffsetPinned = 1024,        // session 6's prologue: the input's offset pinned, the count and
                                // slot addressed after the wait (the count through its null test)
-  kPinNoWait = 2048,           // begin_row's addressing (and ld.global loads) without PDL
-  kPage64 = 4096               // V4 probe: the page size (64) and no owner sharding compiled in
+  kPinNoWait = 2048            // begin_row's addressing (and ld.global loads) without PDL
 };
 // Session 6's prologue, for the A/B against begin_row.
 __device__ __forceinline__ void offset_pinned_prologue(const kernels::GuardArgs& guard,
@@ -202,13 +201,6 @@ __global__ void bf16_offset_pinned_kernel(const kernels::GuardArgs guard,
     store_vec(dst + 16 * vec, load_vec(src + 8 * vec));
 }
 
-// Page size 64 and no owner sharding as constants (kPage64).
-__device__ __forceinline__ kernels::PagePosition fixed_page_position(int64_t slot) {
-  kernels::PagePosition pos = kernels::PagePosition::of_slot(slot, 6, kernels::SlotArgs{});
-  pos.local_page = pos.global_page;
-  return pos;
-}
-
 // A V4 row's data row and scale row in the cache (as store_mla_v4_row computes them).
 struct V4RowPointers {
   uint8_t* data;
@@ -258,19 +250,11 @@ __global__ void probe_v4_kernel(const kernels::GuardArgs guard, const kernels::M
                                        : sources.template load_count<kAfter>(guard);
   const int64_t slot = sources.template load_slot<kAfter>();
   const float amax = (kParts & kReduce) ? group_amax<kTileLanes>(x.amax()) : x.amax();
-  constexpr bool kFixedPage = (kParts & kPage64) != 0;
-  const auto pos = kFixedPage ? fixed_page_position(slot)
-                              : PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
+  const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
   if ((kParts & kGuard) ? !row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)
                         : slot < 0)
     return;
-  const auto [data_row, scale_row] =
-      kFixedPage
-          ? V4RowPointers{a.cache.data + layout::v4_data_offset(pos.local_page, pos.in_page,
-                                                                 a.cache.page_stride),
-                          a.cache.data + layout::v4_scale_offset(pos.local_page, pos.in_page, 64,
-                                                                 a.cache.page_stride)}
-          : v4_row_pointers(a, pos);
+  const auto [data_row, scale_row] = v4_row_pointers(a, pos);
   Fp8Bytes<kN> q = make_uint2(x.raw[0].x, x.raw[0].y);
   uint8_t e8 = static_cast<uint8_t>(__float_as_uint(amax) >> 23);
   if (kParts & kQuantize) {
@@ -321,55 +305,19 @@ __global__ void probe_v4_pairs_kernel(const kernels::GuardArgs guard, const kern
   if (lane == 0) scale_row[warp] = is_nope ? e8 : 0;
 }
 
-// The MLA kernel's parameters packed into the constant lines 0x200 and 0x240 (GuardArgs and
-// MlaArgs span 0x210-0x28f: three lines), and the same packed struct pushed into three lines by
-// a pad: does the third line cost V4 / V3.2 what three more lines cost the guarded copy (item 22)?
-struct PackedMla {
-  int64_t num_tokens;
-  const int32_t* n_ptr;
-  Diagnostics* diagnostics;
-  const void* slots;
-  int64_t reserved;
-  int64_t capacity;
-  uint8_t* cache;
-  int64_t page_stride;
-  const uint16_t* nope;
-  const uint16_t* rope;
-  int32_t nope_row_stride;
-  int32_t rope_row_stride;
-  int32_t owner_rank;
-  int8_t owner_log2;
-  int8_t page_shift;
-  uint8_t rule;
-  bool early_trigger;
-};
-static_assert(sizeof(PackedMla) == 96, "0x210-0x26f");
+// The MLA kernel with its parameters pushed one line on by a pad (GuardArgs and MlaArgs in lines
+// 0x240 and 0x280 instead of 0x200 and 0x240: three lines with the first, which the memory
+// descriptor makes every kernel read): the cost of the third line (session 9, NOTES.md item 25).
 struct Pad48 {
   int64_t pad[6];
 };
 template <MlaLayout kLayout>
-__device__ __forceinline__ void packed_mla_body(const PackedMla& p) {
-  using namespace kernels;
-  const GuardArgs guard{p.num_tokens, p.n_ptr, p.diagnostics, p.early_trigger};
-  const MlaArgs kv{{p.slots, p.reserved, p.capacity, p.owner_log2, p.owner_rank},
-                   {p.cache, p.page_stride, p.page_shift},
-                   static_cast<ScaleRule>(p.rule),
-                   p.nope,
-                   p.nope_row_stride,
-                   p.rope,
-                   p.rope_row_stride};
+__global__ void __launch_bounds__(512, 3)
+padded_mla_kernel(const Pad48, const kernels::GuardArgs guard, const kernels::MlaArgs kv) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / 2) + threadIdx.y / 2;
   const int lane = static_cast<int>(threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
   if (row >= guard.num_tokens) return;
-  store_mla_row<kLayout, int64_t, 8, false>(guard, kv, row, lane);
-}
-template <MlaLayout kLayout>
-__global__ void __launch_bounds__(512, 3) packed_mla_kernel(const PackedMla p) {
-  packed_mla_body<kLayout>(p);
-}
-template <MlaLayout kLayout>
-__global__ void __launch_bounds__(512, 3) padded_mla_kernel(const Pad48, const PackedMla p) {
-  packed_mla_body<kLayout>(p);
+  kernels::store_mla_row<kLayout, int64_t, 8, false>(guard, kv, row, lane);
 }
 
 // A launch with or without PDL in the library's configuration (detail::launch_config; the
@@ -500,8 +448,8 @@ int main(int argc, char** argv) {
     // The V4 kernel launched directly with other block shapes (what the launcher would pass).
     const kernels::GuardArgs guard{rows, n_dev, nullptr, false};
     const kernels::MlaArgs mla{{slots64, -1, capacity, 0, 0},
-                               {v4_cache, layout::v4_min_page_stride(page), 6}, ScaleRule::kPow2,
-                               in, 512, in + 448, 512};
+                               {v4_cache, layout::v4_min_page_stride(page), 6, ScaleRule::kPow2},
+                               in, in + 448, 512, 512};
     const auto v4_direct = [&](int kN, int rows_per_block) {
       return [=](cudaStream_t s) {
         const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
@@ -652,9 +600,10 @@ int main(int argc, char** argv) {
              s, true, g, mla);
     };
     const auto library_fused = [&](dim3 grid, int rows_per_block, cudaStream_t s, kernels::GuardArgs g) {
+      g.rows_per_block = rows_per_block;
       launch(kernels::fused_store_kernel<MlaLayout::kV4, IndexKFormat::kFp8, int64_t, 8, true>, grid,
-             dim3(32, 2 * rows_per_block + (rows_per_block * 16 + 31) / 32), s, true,
-             static_cast<int32_t>(rows_per_block), g, mla, fp8_args);
+             dim3(32, 2 * rows_per_block + (rows_per_block * 16 + 31) / 32), s, true, g, mla,
+             fp8_args);
     };
     add("PDL V4 lib, 4 rows, trigger", pdl_rows(library_mla, 4, true));
     add("PDL V4 lib, 4 rows, no trigger", pdl_rows(library_mla, 4, false));
@@ -671,8 +620,8 @@ int main(int argc, char** argv) {
     // Without PDL: no prologue (the library's kPdl = false) against the prologue at the top or after
     // the addresses, compiled in but launched without PDL (the wait returns at once).
     const kernels::MlaArgs v32_mla{{slots64, -1, capacity, 0, 0},
-                                   {v32_cache, layout::v32_min_page_stride(page), 6}, ScaleRule::kPow2,
-                                   in, 576, in + 512, 576};
+                                   {v32_cache, layout::v32_min_page_stride(page), 6, ScaleRule::kPow2},
+                                   in, in + 512, 576, 576};
     const auto no_pdl = [&](auto kernel, unsigned blocks, dim3 block, auto args) {
       return [=](cudaStream_t s) { launch(kernel, dim3(blocks), block, s, false, guard, args); };
     };
@@ -780,38 +729,54 @@ int main(int argc, char** argv) {
           fp8_lib(index_k_fp8_kernel<int64_t, 4, ScaleRule::kAmax, false, true, 128>, 4, false, forced));
     }
     add("s8 fp8 amax (API)", [&, fp8](cudaStream_t s) { check(store_index_k_fp8(fp8, s)); });
-    // Session 9: the MLA parameters in two constant lines, against the same struct in three and
-    // against the library's kernel (three), at the library's shape (kN = 8, 2 or 4 rows a block);
-    // and the V4 probe row with the page size compiled in.
-    const auto mla_shape = [&](auto kernel, auto... args) {
-      const int32_t per_block = detail::rows_per_block(rows, 2, 4, sm_count);
+    // Session 9: the library's MLA kernels (parameters in lines 0x200 and 0x240) against the
+    // same kernel with them pushed into three lines, at the library's shape (kN = 8, 2 or 4 rows a
+    // block); then rows a block at every size for the bf16, fp8 (D = 128, kN = 4), MLA and fused
+    // kernels, PDL off (the lean node runs 256-thread blocks: n = 512 is 32 of them).
+    const auto mla_rows = [&](auto kernel, int32_t per_block, auto... args) {
       const unsigned blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
       return [=](cudaStream_t s) {
         kernel<<<blocks, dim3(32, 2 * per_block), 0, s>>>(args...);
         CACHESTORE_CHECK_CUDA(cudaGetLastError());
       };
     };
-    const auto packed_of = [&](const kernels::MlaArgs& m) {
-      return PackedMla{rows, n_dev, nullptr, m.slots.data, m.slots.reserved, m.slots.capacity,
-                       m.cache.data, m.cache.page_stride, m.nope, m.rope,
-                       static_cast<int32_t>(m.nope_row_stride), static_cast<int32_t>(m.rope_row_stride),
-                       m.slots.owner_rank, static_cast<int8_t>(m.slots.owner_log2),
-                       static_cast<int8_t>(m.cache.page_shift), static_cast<uint8_t>(m.rule), false};
-    };
+    const int32_t lib_mla_rows = detail::rows_per_block(rows, 2, 4, sm_count);
     kernels::MlaArgs v32_amax_mla = v32_mla;
-    v32_amax_mla.rule = ScaleRule::kAmax;
-    add("s9 V4 lib (3 lines)", mla_shape(kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8, false>, guard, mla));
-    add("s9 V4 packed (2 lines)", mla_shape(packed_mla_kernel<MlaLayout::kV4>, packed_of(mla)));
-    add("s9 V4 packed, padded (3)", mla_shape(padded_mla_kernel<MlaLayout::kV4>, Pad48{}, packed_of(mla)));
-    add("s9 V3.2 lib (3 lines)", mla_shape(kernels::mla_store_kernel<MlaLayout::kV32, int64_t, 8, false>, guard, v32_mla));
-    add("s9 V3.2 packed (2 lines)", mla_shape(packed_mla_kernel<MlaLayout::kV32>, packed_of(v32_mla)));
-    add("s9 V3.2 packed, padded (3)", mla_shape(padded_mla_kernel<MlaLayout::kV32>, Pad48{}, packed_of(v32_mla)));
-    add("s9 V3.2 amax lib (3 lines)", mla_shape(kernels::mla_store_kernel<MlaLayout::kV32, int64_t, 8, false>, guard, v32_amax_mla));
-    add("s9 V3.2 amax packed (2)", mla_shape(packed_mla_kernel<MlaLayout::kV32>, packed_of(v32_amax_mla)));
-    add("s9 V4 probe", no_pdl(probe_v4_kernel<kAll>, static_cast<unsigned>(rows), dim3(32, 2), mla));
-    add("s9 V4 probe, page 64", no_pdl(probe_v4_kernel<kAll | kPage64>, static_cast<unsigned>(rows), dim3(32, 2), mla));
-    add("s9 V4 probe, page 64 pinned", no_pdl(probe_v4_kernel<kAll | kPage64 | kPinNoWait>, static_cast<unsigned>(rows), dim3(32, 2), mla));
-
+    v32_amax_mla.cache.rule = ScaleRule::kAmax;
+    add("s9 V4 lib (2 lines)", mla_rows(kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8, false>, lib_mla_rows, guard, mla));
+    add("s9 V4 padded (3 lines)", mla_rows(padded_mla_kernel<MlaLayout::kV4>, lib_mla_rows, Pad48{}, guard, mla));
+    add("s9 V3.2 lib (2 lines)", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, int64_t, 8, false>, lib_mla_rows, guard, v32_mla));
+    add("s9 V3.2 padded (3 lines)", mla_rows(padded_mla_kernel<MlaLayout::kV32>, lib_mla_rows, Pad48{}, guard, v32_mla));
+    add("s9 V3.2 amax lib (2 lines)", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, int64_t, 8, false>, lib_mla_rows, guard, v32_amax_mla));
+    add("s9 V3.2 amax padded (3)", mla_rows(padded_mla_kernel<MlaLayout::kV32>, lib_mla_rows, Pad48{}, guard, v32_amax_mla));
+    add("s9 V4 (API)", [&, v4](cudaStream_t s) { check(fused_store_cache(v4, s)); });
+    add("s9 V3.2 pow2 (API)", [&, v32](cudaStream_t s) { check(fused_store_cache(v32, s)); });
+    add("s9 V4 + index (API)", [&, v4_index](cudaStream_t s) { check(fused_store_cache(v4_index, s)); });
+    add("s9 bf16 (API)", [&, bf16](cudaStream_t s) { check(store_index_k_bf16(bf16, s)); });
+    for (const int32_t per_block : {4, 8, 16}) {
+      const unsigned blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
+      add("s9 bf16 " + std::to_string(per_block) + " rows/block",
+          no_pdl(kernels::index_k_bf16_kernel<int64_t, false>, blocks, dim3(16, per_block), bf16_args));
+    }
+    for (const int32_t per_block : {2, 4, 8, 16}) {
+      add("s9 fp8 amax " + std::to_string(per_block) + " rows/block",
+          fp8_lib(index_k_fp8_kernel<int64_t, 4, ScaleRule::kAmax, false, true, 128>, 4, false, per_block));
+      add("s9 fp8 pow2 " + std::to_string(per_block) + " rows/block",
+          fp8_lib(index_k_fp8_kernel<int64_t, 4, ScaleRule::kPow2, false, true, 128>, 4, false, per_block));
+    }
+    for (const int32_t per_block : {1, 2, 4}) {
+      const std::string r = std::to_string(per_block);
+      add("s9 V4 " + r + " rows/block", mla_rows(kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8, false>, per_block, guard, mla));
+      add("s9 V3.2 " + r + " rows/block", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, int64_t, 8, false>, per_block, guard, v32_mla));
+      const unsigned blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
+      kernels::GuardArgs g = guard;
+      g.rows_per_block = per_block;
+      add("s9 fused V4 " + r + " rows/block", [=](cudaStream_t s) {
+        launch(kernels::fused_store_kernel<MlaLayout::kV4, IndexKFormat::kFp8, int64_t, 8, false, 128>,
+               dim3(blocks), dim3(32, 2 * per_block + (per_block * 16 + 31) / 32), s, false, g, mla,
+               fp8_args);
+      });
+    }
 
     for (Variant& v : variants) {
       cudaGraph_t graph;

@@ -34,8 +34,8 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
   dim3 grid;
   CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows, &grid));
   const dim3 block(32, rows * kWarpsPerRow + index_warps);
-  const kernels::GuardArgs guard =
-      detail::guard_args(p.batch, pdl, grid, arch, pdl_two_per_sm ? 2 : 1);
+  kernels::GuardArgs guard = detail::guard_args(p.batch, pdl, grid, arch, pdl_two_per_sm ? 2 : 1);
+  guard.rows_per_block = rows;
   return detail::with_pdl(pdl, [&](auto pdl_constant) {
     constexpr bool kPdl = decltype(pdl_constant)::value;
     if (p.index_k == nullptr)
@@ -45,7 +45,7 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
     return detail::with_index_k_dim<kN>(index.head_dim, [&](auto dim) {
       return detail::launch_store(
           kernels::fused_store_kernel<kLayout, kIndex, SlotT, kN, kPdl, decltype(dim)::value>,
-          grid, block, stream, pdl_constant, rows, guard, kv, index);
+          grid, block, stream, pdl_constant, guard, kv, index);
     });
   });
 }
@@ -91,6 +91,11 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
   CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.rope, p.rope_row_stride,
                                                      p.batch.num_tokens, layout::kRopeDim, "rope",
                                                      "rope_row_stride"));
+  int32_t nope_row_stride = 0, rope_row_stride = 0;
+  CACHESTORE_RETURN_IF_ERROR(detail::int32_row_stride(p.nope_row_stride, p.batch.num_tokens,
+                                                      "nope_row_stride", &nope_row_stride));
+  CACHESTORE_RETURN_IF_ERROR(detail::int32_row_stride(p.rope_row_stride, p.batch.num_tokens,
+                                                      "rope_row_stride", &rope_row_stride));
   if (p.index_k != nullptr) {
     CACHESTORE_RETURN_IF_ERROR(detail::check_slots(p.index_slots, p.batch.num_tokens, "index_slots"));
     if (p.index_slots.type != p.kv_slots.type)
@@ -123,12 +128,11 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
   const MlaCache& c = p.kv_cache;
   const kernels::MlaArgs kv{detail::slot_args(p.kv_slots, c.num_pages * c.page_size),
                             {static_cast<uint8_t*>(c.data), c.page_stride_bytes,
-                             detail::log2_exact(c.page_size)},
-                            c.scale_rule,
+                             detail::log2_exact(c.page_size), c.scale_rule},
                             static_cast<const uint16_t*>(p.nope),
-                            p.nope_row_stride,
                             static_cast<const uint16_t*>(p.rope),
-                            p.rope_row_stride};
+                            nope_row_stride,
+                            rope_row_stride};
   return detail::with_values_per_lane<false>(p.batch.num_tokens, [&](auto values) {
     constexpr int kN = decltype(values)::value;
     kernels::IndexKArgs index{};

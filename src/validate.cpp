@@ -1,5 +1,7 @@
 #include "detail/validate.h"
 
+#include <cstdint>
+
 #include "cachestore/layout.h"
 #include "detail/status.h"
 
@@ -110,6 +112,20 @@ Status check_bf16_rows(const void* data, int64_t row_stride, int64_t rows, int64
   if (!product_fits(rows, 2 * row_stride))
     return fail(Status::kErrorCapacityOverflow, "%s: rows * %s overflows int64", name,
                 stride_name);
+  return Status::kSuccess;
+}
+
+Status int32_row_stride(int64_t row_stride, int64_t rows, const char* stride_name, int32_t* out) {
+  if (rows <= 1) {
+    *out = 0;
+    return Status::kSuccess;
+  }
+  if (row_stride > INT32_MAX)
+    return fail(Status::kErrorNotSupported,
+                "%s = %lld: more than 2^31 - 1 elements between rows is not supported (the kernel "
+                "keeps the stride in 32 bits)",
+                stride_name, static_cast<long long>(row_stride));
+  *out = static_cast<int32_t>(row_stride);
   return Status::kSuccess;
 }
 

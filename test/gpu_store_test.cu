@@ -285,6 +285,18 @@ TEST_F(StoreTest, InvalidArgumentsWriteNothing) {
   EXPECT_TRUE(bytes_equal(before, c.cache().download(), "cache after refused calls"));
 }
 
+// MlaArgs keeps the nope / rope row strides in 32 bits; a larger stride is refused with more than
+// one row (host_api_test) and, with one row, where it is never multiplied, stored as usual.
+TEST_F(StoreTest, OneRowAcceptsAnyMlaRowStride) {
+  for (const StoreKind kind : {StoreKind::kV4, StoreKind::kV32Amax, StoreKind::kFusedV4Index}) {
+    CaseShape shape;
+    shape.num_tokens = 1;
+    shape.mla_row_stride = (int64_t{1} << 33) + 8;
+    StoreCase c(kind, shape);
+    ASSERT_TRUE(run_step(c, 1, false)) << store_kind_name(kind);
+  }
+}
+
 }  // namespace
 }  // namespace cachestore::test
 

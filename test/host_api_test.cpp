@@ -203,6 +203,8 @@ TEST(ArgumentChecks, FusedStoreCache) {
     {{"V3.2 nope stride below 512", S::kErrorInvalidArgument, "nope_row_stride"}, [](auto& p) { p.kv_cache.layout = MlaLayout::kV32; p.kv_cache.page_stride_bytes = 656 * 64; p.nope_row_stride = 504; }},
     {{"rope misaligned", S::kErrorMisalignedOperand, "rope"}, [](auto& p) { p.rope = fake(0x20000 + 2 * 447); }},
     {{"rope stride odd", S::kErrorMisalignedOperand, "rope_row_stride"}, [](auto& p) { p.rope_row_stride = 577; }},
+    {{"nope stride past 32 bits", S::kErrorNotSupported, "nope_row_stride"}, [](auto& p) { p.nope_row_stride = int64_t{1} << 31; }},
+    {{"rope stride past 32 bits", S::kErrorNotSupported, "rope_row_stride"}, [](auto& p) { p.rope_row_stride = int64_t{1} << 31; }},
     {{"null index slots", S::kErrorInvalidArgument, "index_slots.data"}, [](auto& p) { p.index_slots.data = nullptr; }},
     {{"index slot type differs", S::kErrorNotSupported, "index_slots.type"}, [](auto& p) { p.index_slots.type = SlotType::kInt32; }},
     {{"index head_dim 100", S::kErrorNotSupported, "index_cache.head_dim"}, [](auto& p) { p.index_cache.head_dim = 100; }},

@@ -89,6 +89,8 @@ struct CaseShape {
   bool shared_slots = false;     // fused: index_slots is the kv_slots array
   int32_t owner_rank = 0;        // page-owner sharding of the paged caches
   int32_t owner_size = 1;
+  int64_t mla_row_stride = 0;    // one-row MLA batches: the nope / rope row stride passed (never
+                                 // multiplied; may exceed the 32 bits MlaArgs keeps), 0: as built
 };
 
 class StoreCase {
@@ -255,9 +257,9 @@ class StoreCase {
         p.batch = batch;
         p.kv_slots = slots;
         p.nope = ptr(nope_, side);
-        p.nope_row_stride = nope_stride_;
+        p.nope_row_stride = shape_.mla_row_stride != 0 ? shape_.mla_row_stride : nope_stride_;
         p.rope = ptr(rope_, side);
-        p.rope_row_stride = rope_stride_;
+        p.rope_row_stride = shape_.mla_row_stride != 0 ? shape_.mla_row_stride : rope_stride_;
         p.kv_cache.layout = mla_layout_of(kind_);
         p.kv_cache.data = ptr(cache_, side);
         p.kv_cache.num_pages = pages_;

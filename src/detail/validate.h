@@ -26,6 +26,9 @@ Status check_owner(const SlotMapping& slots, int64_t local_capacity, const char*
 // A bf16 matrix [rows, width] read or written with 16-byte vectors.
 Status check_bf16_rows(const void* data, int64_t row_stride, int64_t rows, int64_t width,
                        const char* name, const char* stride_name);
+// A row stride that kernels keep in 32 bits (MlaArgs): at most 2^31 - 1 elements when there is
+// more than one row. *out: the stride (0 with one row or none, where it is never multiplied).
+Status int32_row_stride(int64_t row_stride, int64_t rows, const char* stride_name, int32_t* out);
 Status check_index_k_fp8_cache(const IndexKFp8Cache& cache, const char* name);
 Status check_index_k_fp4_cache(const IndexKFp4Cache& cache, const char* name);
 Status check_mla_cache(const MlaCache& cache, const char* name);

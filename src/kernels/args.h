@@ -14,7 +14,11 @@ struct GuardArgs {
   Diagnostics* diagnostics;     // device or nullptr
   bool early_trigger;           // with PDL (the kernels' kPdl): every thread triggers before its
                                 // wait (one-wave grids)
+  int32_t rows_per_block;       // the fused kernel's rows a block (its warps' roles depend on it;
+                                // in the first constant line, read first by every warp); 0 for
+                                // the other kernels
 };
+static_assert(sizeof(GuardArgs) == 32, "GuardArgs: 0x210-0x22f");
 
 struct SlotArgs {
   const void* data;             // device [num_tokens] SlotT
@@ -95,15 +99,28 @@ CACHESTORE_HOST_DEVICE constexpr int32_t index_k_lanes_log2(int32_t head_dim,
   return log2;
 }
 
+// An MLA cache: PagedCacheArgs with the scale rule in its tail.
+struct MlaCacheArgs {
+  uint8_t* data;                // device [num_pages, page_stride] bytes
+  int64_t page_stride;          // bytes
+  int32_t page_shift;           // log2(page size)
+  ScaleRule rule;               // V3.2 only; the layout is the kernel's template parameter
+};
+
+// 80 bytes, as IndexKArgs: after GuardArgs the MLA kernels read the constant lines 0x200 and 0x240
+// only. With 64-bit strides and the rule in a field of its own it ended at 0x28f, and the third
+// line cost V3.2 0.03x and V4 0.01x of the lean naive node at n <= 128 (probe_small_n, the same
+// row code with the same fields in two lines or three; NOTES.md, item 25). The row strides are
+// therefore 32-bit (mla_row_stride: a larger stride is refused, unless there is one row).
 struct MlaArgs {
   SlotArgs slots;
-  PagedCacheArgs cache;         // the layout is the kernel's template parameter
-  ScaleRule rule;               // V3.2 only
+  MlaCacheArgs cache;
   const uint16_t* nope;         // [num_tokens, 448 | 512] bf16
-  int64_t nope_row_stride;
   const uint16_t* rope;         // [num_tokens, 64] bf16
-  int64_t rope_row_stride;
+  int32_t nope_row_stride;      // elements
+  int32_t rope_row_stride;      // elements
 };
+static_assert(sizeof(MlaArgs) == 80, "MlaArgs fills the two constant lines after GuardArgs");
 
 // One side (K or V) of store_paged_kv.
 struct KvSideArgs {

@@ -180,7 +180,7 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
   x.decode();
   float scale;
   Fp8Bytes<kN> q;
-  if (a.rule == ScaleRule::kPow2) {
+  if (a.cache.rule == ScaleRule::kPow2) {
     const uint8_t e8 =
         pow2_scale_byte(amax, [](float a) { return detail::v32_pow2_scale_base(a); },
                         [](float a) { return detail::v32_pow2_scale_byte(a); });
@@ -230,16 +230,17 @@ mla_store_kernel(const GuardArgs guard, const MlaArgs kv) {
 // first rows_per_block rows' KV records take kMlaRowLanes<kN> / 32 warps each; the warps after
 // them store the index-K (fp8 or fp4: kIndex) of the same rows (2^lanes_log2 lanes per row).
 // fused_store_cache launches it only with an index-K (mla_store_kernel otherwise).
-// rows_per_block is the first parameter: every warp reads it first (its role and row depend on
-// it), and in the parameters' last 64-byte line it cost 0.03-0.07x at n <= 512 (probe_small_n).
+// guard.rows_per_block: every warp reads it first (its role and row depend on it); in the
+// parameters' last 64-byte line it cost 0.03-0.07x at n <= 512 (probe_small_n), so it sits in
+// GuardArgs, in the first line, and the KV warps read the lines 0x200 and 0x240 only.
 // kIndexDim: the index-K row's D compiled in (0: the run-time head_dim), its rows then pinned
 // without PDL too, as in the index-K kernels.
 template <MlaLayout kLayout, IndexKFormat kIndex, typename SlotT, int kN, bool kPdl,
           int kIndexDim = 0>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1536 / kMaxBlockThreads)
-fused_store_kernel(const int32_t rows_per_block, const GuardArgs guard, const MlaArgs kv,
-                   const IndexKArgs index) {
+fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs index) {
   constexpr int kWarpsPerRow = kMlaRowLanes<kN> / 32;
+  const int32_t rows_per_block = guard.rows_per_block;
   const int warp = threadIdx.y;
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   if (warp < rows_per_block * kWarpsPerRow) {
