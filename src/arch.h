@@ -12,16 +12,20 @@ namespace cachestore::detail {
 struct StorePolicy {
   int32_t block_threads;       // index-K kernels: threads per block at large n
   int32_t min_block_threads;   // ... and at small n, where rows are spread over the SMs
+  int32_t index_k_spread_sms;  // ... over sm_count / this many SMs (1: all of them)
   int32_t mla_rows_per_block;  // fused_store_cache: KV warps (rows) per block at large n
   int32_t mla_min_rows;        // ... and at small n
 };
 
-// Hopper: the large-n sizes were chosen up front and not swept; spreading small batches (the
-// minimums) was measured on the H200 (NOTES.md, version 5). Blackwell: not measured (no device
-// lent); a larger block keeps more bytes in flight per SM for its higher bandwidth.
-inline constexpr StorePolicy kPortablePolicy{256, 64, 4, 2};
-inline constexpr StorePolicy kHopperPolicy{256, 64, 8, 2};
-inline constexpr StorePolicy kBlackwellPolicy{512, 64, 8, 2};
+// Hopper: the large-n sizes were chosen up front and not swept; spreading small batches was
+// measured on the H200 (NOTES.md, version 5), and the index-K kernels' small-n blocks again in
+// item 25: blocks of at least 128 threads over half the SMs (bf16: 8 rows a block up to 512 rows;
+// fp8 at D = 128: 4 rows up to 256, 8 at 512) ran 0.01-0.05x of the lean node faster than 64
+// threads over all of them, at every n <= 512. Blackwell: not measured (no device lent); a larger
+// block keeps more bytes in flight per SM for its higher bandwidth.
+inline constexpr StorePolicy kPortablePolicy{256, 64, 1, 4, 2};
+inline constexpr StorePolicy kHopperPolicy{256, 128, 2, 8, 2};
+inline constexpr StorePolicy kBlackwellPolicy{512, 64, 1, 8, 2};
 
 // Rows per block for `rows` rows: a small batch is spread over the SMs (one SM works through
 // a block's memory requests one after another), a large one fills whole blocks. Powers of two

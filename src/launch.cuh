@@ -139,7 +139,7 @@ Status launch_index_k(KernelFor kernel_for, const Batch& batch, SlotType slot_ty
   const int32_t rows = rows_per_block(batch.num_tokens,
                                       std::max(1, arch.policy.min_block_threads / lanes),
                                       std::max(1, arch.policy.block_threads / lanes),
-                                      arch.sm_count);
+                                      std::max(1, arch.sm_count / arch.policy.index_k_spread_sms));
   dim3 grid;
   CACHESTORE_RETURN_IF_ERROR(grid_for_rows(batch.num_tokens, rows, &grid));
   const bool pdl = use_pdl(launch, arch);
