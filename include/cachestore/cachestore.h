@@ -173,9 +173,9 @@ struct FusedStoreParams {
   Batch batch;
   SlotMapping kv_slots;
   const void* nope = nullptr;   // device [num_tokens, 448 (V4, V4.1) | 512 (V3.2)] bf16
-  int64_t nope_row_stride = 0;  // in elements; multiple of 8
+  int64_t nope_row_stride = 0;  // in elements; multiple of 8; < 2^31 unless one row
   const void* rope = nullptr;   // device [num_tokens, 64] bf16
-  int64_t rope_row_stride = 0;  // in elements; multiple of 8
+  int64_t rope_row_stride = 0;  // in elements; multiple of 8; < 2^31 unless one row
   MlaCache kv_cache;
 
   // Optional: the fp8 or fp4 index-K of the same rows (store_index_k_fp8 / _fp4 semantics),
