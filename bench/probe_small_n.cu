@@ -520,9 +520,9 @@ int main(int argc, char** argv) {
     add("fp8 amax no count", [&, p = with(fp8, [&](auto& q) { q.batch = batch_all; })](cudaStream_t s) { check(store_index_k_fp8(p, s)); });
     add("fp8 amax int32 slots", [&, p = with(fp8, [&](auto& q) { q.slots = s32; })](cudaStream_t s) { check(store_index_k_fp8(p, s)); });
     const kernels::IndexKArgs fp8_args{{slots64, -1, capacity, 0, 0}, in, 128,
-                                       {fp8_cache, layout::index_k_fp8_min_page_stride(page, 128), 6},
-                                       128, 4, static_cast<uint8_t>(Fp4Ties::kToEven),
-                                       static_cast<uint8_t>(ScaleRule::kAmax)};
+                                       {fp8_cache, layout::index_k_fp8_min_page_stride(page, 128), 6,
+                                        ScaleRule::kAmax},
+                                       128, 4, static_cast<uint8_t>(Fp4Ties::kToEven)};
     const auto probe = [&](auto kernel) {
       return [=](cudaStream_t s) {
         kernel<<<static_cast<unsigned>((rows + 3) / 4), dim3(16, 4), 0, s>>>(guard, fp8_args);

@@ -95,6 +95,38 @@ Status with_values_per_lane(int64_t num_tokens, F&& f) {
   return f(std::integral_constant<int, 16>{});
 }
 
+// The index-K kernels' rows a block for `lanes` lanes a row: spread a small batch over
+// sm_count / index_k_spread_sms SMs in blocks of at least min_block_threads, fill blocks of
+// block_threads at large n.
+inline int32_t index_k_rows_per_block(int64_t num_tokens, int32_t lanes, const ArchInfo& arch) {
+  return rows_per_block(num_tokens, std::max(1, arch.policy.min_block_threads / lanes),
+                        std::max(1, arch.policy.block_threads / lanes),
+                        std::max(1, arch.sm_count / arch.policy.index_k_spread_sms));
+}
+
+// The MLA kernels' rows a block (KV rows of warps_per_row warps each) and how many of its blocks
+// an SM holds at once for the early trigger (guard_args): up to two blocks an SM of
+// mla_two_per_sm_rows rows, such blocks without PDL for every MLA store (n = 512: V4 and V3.2
+// alone 0.02-0.03x, the fused V4 + index-K 0.03-0.04x of the lean node faster than at 4 rows;
+// NOTES.md, item 25) and with PDL for the fused kernel, which then triggers early at up to two
+// blocks an SM (two such blocks are resident together under its launch bounds of 3 x 512
+// threads; n = 512, 1.05-1.07x against 1.10x at 4 rows, item 24). With PDL the MLA kernel alone
+// keeps one block an SM with the trigger: 0.91 against 0.94x at 2 rows (item 23).
+struct MlaShape {
+  int32_t rows_per_block;
+  int32_t blocks_per_sm;
+};
+inline MlaShape mla_shape(int64_t num_tokens, int32_t warps_per_row, bool pdl, bool fused,
+                          const ArchInfo& arch) {
+  const int32_t small_rows = arch.policy.mla_two_per_sm_rows;
+  if (small_rows > 0 && (fused || !pdl) &&
+      num_tokens <= int64_t{2} * small_rows * arch.sm_count)
+    return {small_rows, 2};
+  return {rows_per_block(num_tokens, arch.policy.mla_min_rows,
+                         arch.policy.mla_rows_per_block / warps_per_row, arch.sm_count),
+          1};
+}
+
 // With PDL, a grid of at most one block per SM (blocks_per_sm: a launcher whose blocks are small
 // enough that that many are resident on an SM together) fits in one wave: its threads trigger
 // before their wait (see begin_store). Larger grids release their dependents by exiting.
@@ -136,10 +168,7 @@ template <typename Args, typename KernelFor>
 Status launch_index_k(KernelFor kernel_for, const Batch& batch, SlotType slot_type,
                       const LaunchOptions& launch, const ArchInfo& arch, int32_t lanes,
                       const Args& args, cudaStream_t stream) {
-  const int32_t rows = rows_per_block(batch.num_tokens,
-                                      std::max(1, arch.policy.min_block_threads / lanes),
-                                      std::max(1, arch.policy.block_threads / lanes),
-                                      std::max(1, arch.sm_count / arch.policy.index_k_spread_sms));
+  const int32_t rows = index_k_rows_per_block(batch.num_tokens, lanes, arch);
   dim3 grid;
   CACHESTORE_RETURN_IF_ERROR(grid_for_rows(batch.num_tokens, rows, &grid));
   const bool pdl = use_pdl(launch, arch);
@@ -161,13 +190,13 @@ kernels::IndexKArgs index_k_args(const SlotMapping& slots, const void* k, int64_
       slot_args(slots, cache.num_pages * cache.page_size),
       static_cast<const uint16_t*>(k),
       k_row_stride,
-      {static_cast<uint8_t*>(cache.data), cache.page_stride_bytes, log2_exact(cache.page_size)},
+      {static_cast<uint8_t*>(cache.data), cache.page_stride_bytes, log2_exact(cache.page_size),
+       ScaleRule::kAmax},
       static_cast<int16_t>(cache.head_dim),
       static_cast<int16_t>(kernels::index_k_lanes_log2(cache.head_dim, values_per_lane)),
-      static_cast<uint8_t>(Fp4Ties::kToEven),
-      static_cast<uint8_t>(ScaleRule::kAmax)};
+      static_cast<uint8_t>(Fp4Ties::kToEven)};
   if constexpr (std::is_same_v<Cache, IndexKFp8Cache>) {
-    args.rule_byte = static_cast<uint8_t>(cache.scale_rule);
+    args.cache.rule = cache.scale_rule;
   } else {
     args.ties_byte = static_cast<uint8_t>(cache.ties);
   }

@@ -32,6 +32,9 @@ struct PagedCacheArgs {
   uint8_t* data;                // device [num_pages, page_stride] bytes
   int64_t page_stride;          // bytes
   int32_t page_shift;           // log2(page size)
+  ScaleRule rule;               // for a kernel that reads the rule at run time (MLA V3.2, the
+                                // fused kernel's fp8 index-K rows); the others have it as a
+                                // template. In the struct's tail, where it costs no space.
 };
 
 // n / d and n % d for 32-bit n by a divisor fixed at launch (Granlund-Montgomery, as CUTLASS's
@@ -82,11 +85,8 @@ struct IndexKArgs {
   int16_t head_dim;             // D: fp8 a multiple of 128, fp4 of 32; <= 512
   int16_t lanes_log2;           // log2 of the lanes per token: next_pow2(D / values per lane)
   uint8_t ties_byte;            // Fp4Ties (fp4)
-  uint8_t rule_byte;            // ScaleRule (fp8: the fused kernel's run-time choice; the
-                                // index-K kernels' template)
 
   constexpr Fp4Ties ties() const { return static_cast<Fp4Ties>(ties_byte); }
-  constexpr ScaleRule rule() const { return static_cast<ScaleRule>(rule_byte); }
 };
 static_assert(sizeof(IndexKArgs) == 80, "IndexKArgs fills the two constant lines after GuardArgs");
 
@@ -99,22 +99,15 @@ CACHESTORE_HOST_DEVICE constexpr int32_t index_k_lanes_log2(int32_t head_dim,
   return log2;
 }
 
-// An MLA cache: PagedCacheArgs with the scale rule in its tail.
-struct MlaCacheArgs {
-  uint8_t* data;                // device [num_pages, page_stride] bytes
-  int64_t page_stride;          // bytes
-  int32_t page_shift;           // log2(page size)
-  ScaleRule rule;               // V3.2 only; the layout is the kernel's template parameter
-};
-
 // 80 bytes, as IndexKArgs: after GuardArgs the MLA kernels read the constant lines 0x200 and 0x240
 // only. With 64-bit strides and the rule in a field of its own it ended at 0x28f, and the third
 // line cost V3.2 0.03x and V4 0.01x of the lean naive node at n <= 128 (probe_small_n, the same
-// row code with the same fields in two lines or three; NOTES.md, item 25). The row strides are
-// therefore 32-bit (mla_row_stride: a larger stride is refused, unless there is one row).
+// row code with the same fields in two lines or three; NOTES.md, item 25). The rule is the
+// cache's (PagedCacheArgs' tail) and the row strides are 32-bit (detail::int32_row_stride: a
+// larger stride is refused, unless there is one row).
 struct MlaArgs {
   SlotArgs slots;
-  MlaCacheArgs cache;
+  PagedCacheArgs cache;         // the layout is the kernel's template parameter
   const uint16_t* nope;         // [num_tokens, 448 | 512] bf16
   const uint16_t* rope;         // [num_tokens, 64] bf16
   int32_t nope_row_stride;      // elements

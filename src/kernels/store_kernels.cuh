@@ -95,7 +95,7 @@ __device__ __forceinline__ void store_index_k_fp8_row_any_rule(const GuardArgs& 
                                                                const IndexKArgs& a, int64_t row,
                                                                int lane, bool live,
                                                                bool count_negative) {
-  if (a.rule() == ScaleRule::kPow2) {
+  if (a.cache.rule == ScaleRule::kPow2) {
     store_index_k_fp8_row<SlotT, kN, ScaleRule::kPow2, kPdl, kPinned, kDim>(guard, a, row, lane,
                                                                             live, count_negative);
   } else {
