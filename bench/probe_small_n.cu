@@ -450,15 +450,12 @@ int main(int argc, char** argv) {
     const kernels::MlaArgs mla{{slots64, -1, capacity, 0, 0},
                                {v4_cache, layout::v4_min_page_stride(page), 6, ScaleRule::kPow2},
                                in, in + 448, 512, 512};
-    const auto v4_direct = [&](int kN, int rows_per_block) {
+    // The V4 kernel at 16 values a lane (one warp a row) with other block shapes.
+    const auto v4_wide = [&](int rows_per_block) {
       return [=](cudaStream_t s) {
         const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-        if (kN == 8)
-          kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8, false>
-              <<<blocks, dim3(32, 2 * rows_per_block), 0, s>>>(guard, mla);
-        else
-          kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 16, false>
-              <<<blocks, dim3(32, rows_per_block), 0, s>>>(guard, mla);
+        kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 16, false>
+            <<<blocks, dim3(32, rows_per_block), 0, s>>>(guard, mla);
       };
     };
     const auto with = [](auto p, auto edit) { edit(p); return p; };
@@ -492,8 +489,9 @@ int main(int argc, char** argv) {
         }
       };
     };
-    int sm_count = 0;
-    CACHESTORE_CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
+    detail::ArchInfo arch{};
+    check(detail::current_arch(&arch));
+    const int sm_count = arch.sm_count;
     // A probe kernel launched with PDL (the library's launch configuration and early trigger).
     const auto with_pdl = [&](auto kernel, unsigned blocks, dim3 block, auto args) {
       const kernels::GuardArgs g{rows, n_dev, nullptr, blocks <= static_cast<unsigned>(sm_count)};
@@ -579,15 +577,6 @@ int main(int argc, char** argv) {
     add("probe V4: 2 a lane, 8 warps", [=](cudaStream_t s) {
       probe_v4_pairs_kernel<<<static_cast<unsigned>(rows), dim3(32, 8), 0, s>>>(guard, mla);
     });
-    const auto mla_alone = [&](int rows_per_block) {
-      return [=](cudaStream_t s) {
-        const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-        kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8, false>
-            <<<blocks, dim3(32, 2 * rows_per_block), 0, s>>>(guard, mla);
-      };
-    };
-    add("V4 alone kN=8, 1 row/block", mla_alone(1));
-    add("V4 alone kN=8, 2 rows/block", mla_alone(2));
     // The early trigger at n = 512 (one block per SM or fewer: 4 rows a block), on and off, against
     // 2 rows a block (two blocks per SM: no trigger), for the library's kernels (NOTES.md, item 22).
     const auto pdl_rows = [&](auto launch_kernel, int rows_per_block, bool trigger) {
@@ -643,11 +632,8 @@ int main(int argc, char** argv) {
       kernels::index_k_fp8_kernel<int64_t, 8, ScaleRule::kAmax, false>
           <<<static_cast<unsigned>((rows + 3) / 4), dim3(16, 4), 0, s>>>(guard, fp8_args);
     });
-    add("V4 kN=8, 1 row/block", v4_direct(8, 1));
-    add("V4 kN=8, 2 rows/block", v4_direct(8, 2));
-    add("V4 kN=16, 1 row/block", v4_direct(16, 1));
-    add("V4 kN=16, 4 rows/block", v4_direct(16, 4));
-    add("V4 kN=8, 4 rows/block", v4_direct(8, 4));
+    add("V4 kN=16, 1 row/block", v4_wide(1));
+    add("V4 kN=16, 4 rows/block", v4_wide(4));
     add("V41", [&, v41](cudaStream_t s) { check(fused_store_cache(v41, s)); });
     add("V3.2 pow2", [&, v32](cudaStream_t s) { check(fused_store_cache(v32, s)); });
     add("V4 + fp8 index", [&, v4_index](cudaStream_t s) { check(fused_store_cache(v4_index, s)); });
@@ -674,7 +660,7 @@ int main(int argc, char** argv) {
     add("V4 probe PDL off, pinned", no_pdl(probe_v4_kernel<kAll | kPinNoWait>, static_cast<unsigned>(rows), dim3(32, 2), mla));
 
     // Session 8: the library's fp8 index-K kernel at the library's own launch shape (rows a
-    // block from detail::rows_per_block), kN = 4 (the library's choice, then up to 128 rows) against
+    // block from detail::index_k_rows_per_block, the policy of session 9 since), kN = 4 against
     // kN = 8, with begin_row's addressing (pinned) or without, PDL off; and both kN with PDL.
     // forced_rows > 0: that many rows a block instead of the library's choice.
     const auto fp8_lib = [&](auto kernel, int kN, bool pdl, int32_t forced_rows = 0) {
@@ -682,9 +668,7 @@ int main(int argc, char** argv) {
       kernels::IndexKArgs args = fp8_args;
       args.lanes_log2 = static_cast<int16_t>(kN == 4 ? 5 : 4);
       const int32_t per_block =
-          forced_rows > 0 ? forced_rows
-                          : detail::rows_per_block(rows, std::max(1, 64 / lanes),
-                                                   std::max(1, 256 / lanes), sm_count);
+          forced_rows > 0 ? forced_rows : detail::index_k_rows_per_block(rows, lanes, arch);
       const unsigned blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
       const kernels::GuardArgs g{rows, n_dev, nullptr,
                                  pdl && blocks <= static_cast<unsigned>(sm_count)};
@@ -730,8 +714,8 @@ int main(int argc, char** argv) {
     }
     add("s8 fp8 amax (API)", [&, fp8](cudaStream_t s) { check(store_index_k_fp8(fp8, s)); });
     // Session 9: the library's MLA kernels (parameters in lines 0x200 and 0x240) against the
-    // same kernel with them pushed into three lines, at the library's shape (kN = 8, 2 or 4 rows a
-    // block); then rows a block at every size for the bf16, fp8 (D = 128, kN = 4), MLA and fused
+    // same kernel with them pushed into three lines, at the library's shape (kN = 8, PDL off:
+    // detail::mla_shape); then rows a block at every size for the bf16, fp8 (D = 128, kN = 4), MLA and fused
     // kernels, PDL off (the lean node runs 256-thread blocks: n = 512 is 32 of them).
     const auto mla_rows = [&](auto kernel, int32_t per_block, auto... args) {
       const unsigned blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
@@ -740,7 +724,7 @@ int main(int argc, char** argv) {
         CACHESTORE_CHECK_CUDA(cudaGetLastError());
       };
     };
-    const int32_t lib_mla_rows = detail::rows_per_block(rows, 2, 4, sm_count);
+    const int32_t lib_mla_rows = detail::mla_shape(rows, 2, false, false, arch).rows_per_block;
     kernels::MlaArgs v32_amax_mla = v32_mla;
     v32_amax_mla.cache.rule = ScaleRule::kAmax;
     add("s9 V4 lib (2 lines)", mla_rows(kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8, false>, lib_mla_rows, guard, mla));

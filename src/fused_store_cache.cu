@@ -17,27 +17,15 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
   // that the block stays within kMaxBlockThreads.
   constexpr int32_t kWarpsPerRow = kernels::kMlaRowLanes<kN> / 32;
   const bool pdl = detail::use_pdl(p.launch, arch);
-  // Up to two 2-row blocks an SM (4 x SMs rows, 8 values a lane), blocks of 2 rows: without PDL
-  // for every MLA store (n = 512: V4 and V3.2 alone 0.02-0.03x, the fused V4 + index-K 0.03-0.04x
-  // faster than at 4 rows; probe_small_n, NOTES.md, item 25), with PDL for the fused kernel, which
-  // then triggers early at up to two blocks an SM (two such blocks are resident on an SM together:
-  // launch bounds of 3 x 512 threads; n = 512, 1.05-1.07x of the lean node against 1.10x at 4
-  // rows, item 24). With PDL the MLA kernel alone keeps 4 rows (one block an SM, the early
-  // trigger): 0.91 against 0.94x at 2 (item 23).
-  constexpr int32_t kSmallBatchRows = 2;
-  const bool two_per_sm = (p.index_k != nullptr || !pdl) &&
-                          p.batch.num_tokens <= int64_t{2} * kSmallBatchRows * arch.sm_count;
-  const int32_t rows =
-      two_per_sm ? kSmallBatchRows
-                 : detail::rows_per_block(p.batch.num_tokens, arch.policy.mla_min_rows,
-                                          arch.policy.mla_rows_per_block / kWarpsPerRow,
-                                          arch.sm_count);
+  const detail::MlaShape shape =
+      detail::mla_shape(p.batch.num_tokens, kWarpsPerRow, pdl, p.index_k != nullptr, arch);
+  const int32_t rows = shape.rows_per_block;
   const int32_t index_warps =
       p.index_k == nullptr ? 0 : (rows * (1 << index.lanes_log2) + 31) / 32;
   dim3 grid;
   CACHESTORE_RETURN_IF_ERROR(detail::grid_for_rows(p.batch.num_tokens, rows, &grid));
   const dim3 block(32, rows * kWarpsPerRow + index_warps);
-  kernels::GuardArgs guard = detail::guard_args(p.batch, pdl, grid, arch, two_per_sm ? 2 : 1);
+  kernels::GuardArgs guard = detail::guard_args(p.batch, pdl, grid, arch, shape.blocks_per_sm);
   guard.rows_per_block = rows;
   return detail::with_pdl(pdl, [&](auto pdl_constant) {
     constexpr bool kPdl = decltype(pdl_constant)::value;
