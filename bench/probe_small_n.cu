@@ -311,13 +311,26 @@ __global__ void probe_v4_pairs_kernel(const kernels::GuardArgs guard, const kern
 struct Pad48 {
   int64_t pad[6];
 };
-template <MlaLayout kLayout>
+template <MlaLayout kLayout, ScaleRule kRule = ScaleRule::kPow2>
 __global__ void __launch_bounds__(512, 3)
 padded_mla_kernel(const Pad48, const kernels::GuardArgs guard, const kernels::MlaArgs kv) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / 2) + threadIdx.y / 2;
   const int lane = static_cast<int>(threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
   if (row >= guard.num_tokens) return;
-  kernels::store_mla_row<kLayout, int64_t, 8, false>(guard, kv, row, lane);
+  kernels::store_mla_row<kLayout, kRule, int64_t, 8, false>(guard, kv, row, lane, true);
+}
+
+// The library's MLA kernel as it was before session 10: the rows past the batch exit before the
+// row computes its input addresses. That exit reads num_tokens (line 0x200) and the addresses
+// need the line 0x240, whose first read ptxas then issues only after the exit: two constant-cache
+// misses one after the other instead of side by side.
+template <MlaLayout kLayout, bool kPdl, ScaleRule kRule = ScaleRule::kPow2>
+__global__ void __launch_bounds__(512, 3)
+exit_first_mla_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs kv) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / 2) + threadIdx.y / 2;
+  const int lane = static_cast<int>(threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
+  if (row >= guard.num_tokens) return;
+  kernels::store_mla_row<kLayout, kRule, int64_t, 8, kPdl>(guard, kv, row, lane, true);
 }
 
 // A launch with or without PDL in the library's configuration (detail::launch_config; the
@@ -352,11 +365,15 @@ int main(int argc, char** argv) {
   // bench_store run the small-n non-PDL nodes read ~0.2 us slower than alone (NOTES.md, item 16);
   // this tests whether the L2's state is why.
   // --n=1,32,128,512: the batch sizes (default 1 and 32; at most 512 rows, the buffers' size).
+  // --only=TEXT: only the variants whose names contain TEXT (and the reference), so that one
+  // question's variants take one short device call.
   bool dirty_l2 = false;
+  std::string only;
   std::vector<int64_t> sizes = {1, 32};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     dirty_l2 = dirty_l2 || arg == "--dirty-l2";
+    if (arg.rfind("--only=", 0) == 0) only = arg.substr(7);
     if (arg.rfind("--n=", 0) == 0) {
       sizes.clear();
       for (size_t at = 4; at < arg.size();) {
@@ -454,7 +471,7 @@ int main(int argc, char** argv) {
     const auto v4_wide = [&](int rows_per_block) {
       return [=](cudaStream_t s) {
         const unsigned blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-        kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 16, false>
+        kernels::mla_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, int64_t, 16, false>
             <<<blocks, dim3(32, rows_per_block), 0, s>>>(guard, mla);
       };
     };
@@ -503,7 +520,8 @@ int main(int argc, char** argv) {
 
     std::vector<Variant> variants;
     const auto add = [&](std::string name, std::function<void(cudaStream_t)> f) {
-      variants.push_back({std::move(name), std::move(f)});
+      if (variants.empty() || name.find(only) != std::string::npos)
+        variants.push_back({std::move(name), std::move(f)});
     };
     add("naive lean 128 (reference)", lean(128));
     add("empty kernel", [](cudaStream_t s) { empty_kernel<<<1, 64, 0, s>>>(); });
@@ -585,12 +603,12 @@ int main(int argc, char** argv) {
       return [=](cudaStream_t s) { launch_kernel(dim3(blocks), rows_per_block, s, g); };
     };
     const auto library_mla = [&](dim3 grid, int rows_per_block, cudaStream_t s, kernels::GuardArgs g) {
-      launch(kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8, true>, grid, dim3(32, 2 * rows_per_block),
+      launch(kernels::mla_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, int64_t, 8, true>, grid, dim3(32, 2 * rows_per_block),
              s, true, g, mla);
     };
     const auto library_fused = [&](dim3 grid, int rows_per_block, cudaStream_t s, kernels::GuardArgs g) {
       g.rows_per_block = rows_per_block;
-      launch(kernels::fused_store_kernel<MlaLayout::kV4, IndexKFormat::kFp8, int64_t, 8, true>, grid,
+      launch(kernels::fused_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, IndexKFormat::kFp8, int64_t, 8, true>, grid,
              dim3(32, 2 * rows_per_block + (rows_per_block * 16 + 31) / 32), s, true, g, mla,
              fp8_args);
     };
@@ -622,7 +640,7 @@ int main(int argc, char** argv) {
     // The library's V3.2 kernel (one row a block): without its prologue, with it but launched
     // without PDL, and with PDL.
     const auto v32_kernel = [](auto pdl) {
-      return kernels::mla_store_kernel<MlaLayout::kV32, int64_t, 8, decltype(pdl)::value>;
+      return kernels::mla_store_kernel<MlaLayout::kV32, ScaleRule::kPow2, int64_t, 8, decltype(pdl)::value>;
     };
     add("V3.2: no prologue, no PDL", no_pdl(v32_kernel(std::false_type{}), static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
     add("V3.2: addresses first, no PDL", no_pdl(v32_kernel(std::true_type{}), static_cast<unsigned>(rows), dim3(32, 2), v32_mla));
@@ -725,14 +743,14 @@ int main(int argc, char** argv) {
       };
     };
     const int32_t lib_mla_rows = detail::mla_shape(rows, 2, false, false, arch).rows_per_block;
-    kernels::MlaArgs v32_amax_mla = v32_mla;
-    v32_amax_mla.cache.rule = ScaleRule::kAmax;
-    add("s9 V4 lib (2 lines)", mla_rows(kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8, false>, lib_mla_rows, guard, mla));
+    // V3.2 amax: the same arguments, the kernel compiled for the rule (since session 10).
+    const kernels::MlaArgs& v32_amax_mla = v32_mla;
+    add("s9 V4 lib (2 lines)", mla_rows(kernels::mla_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, int64_t, 8, false>, lib_mla_rows, guard, mla));
     add("s9 V4 padded (3 lines)", mla_rows(padded_mla_kernel<MlaLayout::kV4>, lib_mla_rows, Pad48{}, guard, mla));
-    add("s9 V3.2 lib (2 lines)", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, int64_t, 8, false>, lib_mla_rows, guard, v32_mla));
+    add("s9 V3.2 lib (2 lines)", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, ScaleRule::kPow2, int64_t, 8, false>, lib_mla_rows, guard, v32_mla));
     add("s9 V3.2 padded (3 lines)", mla_rows(padded_mla_kernel<MlaLayout::kV32>, lib_mla_rows, Pad48{}, guard, v32_mla));
-    add("s9 V3.2 amax lib (2 lines)", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, int64_t, 8, false>, lib_mla_rows, guard, v32_amax_mla));
-    add("s9 V3.2 amax padded (3)", mla_rows(padded_mla_kernel<MlaLayout::kV32>, lib_mla_rows, Pad48{}, guard, v32_amax_mla));
+    add("s9 V3.2 amax lib (2 lines)", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, ScaleRule::kAmax, int64_t, 8, false>, lib_mla_rows, guard, v32_amax_mla));
+    add("s9 V3.2 amax padded (3)", mla_rows(padded_mla_kernel<MlaLayout::kV32, ScaleRule::kAmax>, lib_mla_rows, Pad48{}, guard, v32_amax_mla));
     add("s9 V4 (API)", [&, v4](cudaStream_t s) { check(fused_store_cache(v4, s)); });
     add("s9 V3.2 pow2 (API)", [&, v32](cudaStream_t s) { check(fused_store_cache(v32, s)); });
     add("s9 V4 + index (API)", [&, v4_index](cudaStream_t s) { check(fused_store_cache(v4_index, s)); });
@@ -750,16 +768,82 @@ int main(int argc, char** argv) {
     }
     for (const int32_t per_block : {1, 2, 4}) {
       const std::string r = std::to_string(per_block);
-      add("s9 V4 " + r + " rows/block", mla_rows(kernels::mla_store_kernel<MlaLayout::kV4, int64_t, 8, false>, per_block, guard, mla));
-      add("s9 V3.2 " + r + " rows/block", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, int64_t, 8, false>, per_block, guard, v32_mla));
+      add("s9 V4 " + r + " rows/block", mla_rows(kernels::mla_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, int64_t, 8, false>, per_block, guard, mla));
+      add("s9 V3.2 " + r + " rows/block", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, ScaleRule::kPow2, int64_t, 8, false>, per_block, guard, v32_mla));
       const unsigned blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
       kernels::GuardArgs g = guard;
       g.rows_per_block = per_block;
       add("s9 fused V4 " + r + " rows/block", [=](cudaStream_t s) {
-        launch(kernels::fused_store_kernel<MlaLayout::kV4, IndexKFormat::kFp8, int64_t, 8, false, 128>,
+        launch(kernels::fused_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, IndexKFormat::kFp8, int64_t, 8, false, 128>,
                dim3(blocks), dim3(32, 2 * per_block + (per_block * 16 + 31) / 32), s, false, g, mla,
                fp8_args);
       });
+    }
+    // Session 10: the MLA kernels' spare rows select row 0's input instead of exiting before the
+    // row's addresses (the library now) against the exit first (before), PDL off at the library's
+    // shape and PDL on at its PDL shape (NOTES.md, item 26).
+    const int32_t pdl_mla_rows = detail::mla_shape(rows, 2, true, false, arch).rows_per_block;
+    const auto mla_pdl = [&](auto kernel, const kernels::MlaArgs& args) {
+      const unsigned blocks = static_cast<unsigned>((rows + pdl_mla_rows - 1) / pdl_mla_rows);
+      return with_pdl(kernel, blocks, dim3(32, 2 * pdl_mla_rows), args);
+    };
+    add("s10 V4 select", mla_rows(kernels::mla_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, int64_t, 8, false>, lib_mla_rows, guard, mla));
+    add("s10 V4 exit first", mla_rows(exit_first_mla_kernel<MlaLayout::kV4, false>, lib_mla_rows, guard, mla));
+    add("s10 V3.2 select", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, ScaleRule::kPow2, int64_t, 8, false>, lib_mla_rows, guard, v32_mla));
+    add("s10 V3.2 exit first", mla_rows(exit_first_mla_kernel<MlaLayout::kV32, false>, lib_mla_rows, guard, v32_mla));
+    add("s10 V3.2 amax select", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, ScaleRule::kAmax, int64_t, 8, false>, lib_mla_rows, guard, v32_amax_mla));
+    add("s10 V3.2 amax exit first", mla_rows(exit_first_mla_kernel<MlaLayout::kV32, false, ScaleRule::kAmax>, lib_mla_rows, guard, v32_amax_mla));
+    add("s10b V3.2 select", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, ScaleRule::kPow2, int64_t, 8, false>, lib_mla_rows, guard, v32_mla));
+    add("s10b V3.2 amax select", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, ScaleRule::kAmax, int64_t, 8, false>, lib_mla_rows, guard, v32_amax_mla));
+    // Fused V3.2 + index-K with PDL (n = 512 is its open cell): the library's 2 rows with the
+    // trigger, against 1 and 4 rows, and 2 rows without the trigger.
+    const auto fused_v32_pdl = [&](dim3 grid, int rows_per_block, cudaStream_t s, kernels::GuardArgs g) {
+      g.rows_per_block = rows_per_block;
+      launch(kernels::fused_store_kernel<MlaLayout::kV32, ScaleRule::kAmax, IndexKFormat::kFp8, int64_t, 8, true, 128>, grid,
+             dim3(32, 2 * rows_per_block + (rows_per_block * 16 + 31) / 32), s, true, g, v32_amax_mla,
+             fp8_args);
+    };
+    add("s10b PDL fused V3.2 2 rows, trigger", pdl_rows(fused_v32_pdl, 2, true));
+    add("s10b PDL fused V3.2 2 rows, no trigger", pdl_rows(fused_v32_pdl, 2, false));
+    add("s10b PDL fused V3.2 1 row, trigger", pdl_rows(fused_v32_pdl, 1, true));
+    add("s10b PDL fused V3.2 4 rows, trigger", pdl_rows(fused_v32_pdl, 4, true));
+    add("s10b V4 select", mla_rows(kernels::mla_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, int64_t, 8, false>, lib_mla_rows, guard, mla));
+    add("s10 PDL V4 select", mla_pdl(kernels::mla_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, int64_t, 8, true>, mla));
+    add("s10 PDL V4 exit first", mla_pdl(exit_first_mla_kernel<MlaLayout::kV4, true>, mla));
+    add("s10 PDL V3.2 amax select", mla_pdl(kernels::mla_store_kernel<MlaLayout::kV32, ScaleRule::kAmax, int64_t, 8, true>, v32_amax_mla));
+    add("s10 PDL V3.2 amax exit first", mla_pdl(exit_first_mla_kernel<MlaLayout::kV32, true, ScaleRule::kAmax>, v32_amax_mla));
+    add("s10 V4 + index (API)", [&, v4_index](cudaStream_t s) { check(fused_store_cache(v4_index, s)); });
+    // The fused kernel with both rules compiled in (session 10): rows a block, PDL off and on
+    // (the trigger at every size here: up to 512 rows every block of 1 or 2 rows is resident).
+    FusedStoreParams v32_index = v4_index;
+    v32_index.nope_row_stride = 576;
+    v32_index.rope = in + 512;
+    v32_index.rope_row_stride = 576;
+    v32_index.kv_cache = v32.kv_cache;
+    v32_index.kv_cache.scale_rule = ScaleRule::kAmax;
+    add("s10c V4 + index (API)", [&, v4_index](cudaStream_t s) { check(fused_store_cache(v4_index, s)); });
+    add("s10c V3.2 amax + index (API)", [&, v32_index](cudaStream_t s) { check(fused_store_cache(v32_index, s)); });
+    add("s10c V3.2 amax (API)", [&, p = with(v32, [](auto& q) { q.kv_cache.scale_rule = ScaleRule::kAmax; })](cudaStream_t s) { check(fused_store_cache(p, s)); });
+    add("s10c V3.2 pow2 (API)", [&, v32](cudaStream_t s) { check(fused_store_cache(v32, s)); });
+    add("s10c V4 (API)", [&, v4](cudaStream_t s) { check(fused_store_cache(v4, s)); });
+    const auto fused_rows = [&](auto kernel, const kernels::MlaArgs& kv_args, int32_t per_block,
+                                bool pdl) {
+      const unsigned blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
+      kernels::GuardArgs g{rows, n_dev, nullptr, pdl};
+      g.rows_per_block = per_block;
+      return [=](cudaStream_t s) {
+        launch(kernel, dim3(blocks), dim3(32, 2 * per_block + (per_block * 16 + 31) / 32), s, pdl,
+               g, kv_args, fp8_args);
+      };
+    };
+    using kernels::fused_store_kernel;
+    constexpr auto kFp8 = IndexKFormat::kFp8;
+    for (const int32_t per_block : {1, 2}) {
+      const std::string r = std::to_string(per_block) + (per_block == 1 ? " row" : " rows");
+      add("s10c fused V4 " + r, fused_rows(fused_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, kFp8, int64_t, 8, false, 128>, mla, per_block, false));
+      add("s10c fused V3.2 amax " + r, fused_rows(fused_store_kernel<MlaLayout::kV32, ScaleRule::kAmax, kFp8, int64_t, 8, false, 128>, v32_amax_mla, per_block, false));
+      add("s10c PDL fused V4 " + r, fused_rows(fused_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, kFp8, int64_t, 8, true, 128>, mla, per_block, true));
+      add("s10c PDL fused V3.2 amax " + r, fused_rows(fused_store_kernel<MlaLayout::kV32, ScaleRule::kAmax, kFp8, int64_t, 8, true, 128>, v32_amax_mla, per_block, true));
     }
 
     for (Variant& v : variants) {

@@ -9,7 +9,7 @@ namespace {
 
 using detail::fail;
 
-template <MlaLayout kLayout, IndexKFormat kIndex, typename SlotT, int kN>
+template <MlaLayout kLayout, ScaleRule kKvRule, IndexKFormat kIndex, typename SlotT, int kN>
 Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
                     const kernels::MlaArgs& kv, const kernels::IndexKArgs& index,
                     cudaStream_t stream) {
@@ -30,18 +30,19 @@ Status launch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
   return detail::with_pdl(pdl, [&](auto pdl_constant) {
     constexpr bool kPdl = decltype(pdl_constant)::value;
     if (p.index_k == nullptr)
-      return detail::launch_store(kernels::mla_store_kernel<kLayout, SlotT, kN, kPdl>, grid, block,
-                                  stream, pdl_constant, guard, kv);
+      return detail::launch_store(kernels::mla_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl>,
+                                  grid, block, stream, pdl_constant, guard, kv);
     // The index rows' D as in store_index_k_fp8 / _fp4.
     return detail::with_index_k_dim<kN>(index.head_dim, [&](auto dim) {
       return detail::launch_store(
-          kernels::fused_store_kernel<kLayout, kIndex, SlotT, kN, kPdl, decltype(dim)::value>,
+          kernels::fused_store_kernel<kLayout, kKvRule, kIndex, SlotT, kN, kPdl,
+                                      decltype(dim)::value>,
           grid, block, stream, pdl_constant, guard, kv, index);
     });
   });
 }
 
-// The instantiation for the run-time layout, index-K format and slot type.
+// The instantiation for the run-time layout, V3.2's scale rule, index-K format and slot type.
 template <int kN>
 Status dispatch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
                       const kernels::MlaArgs& kv, const kernels::IndexKArgs& index,
@@ -50,11 +51,16 @@ Status dispatch_fused(const FusedStoreParams& p, const detail::ArchInfo& arch,
     constexpr MlaLayout kLayout = decltype(layout_constant)::value;
     const bool fp4 = p.index_k != nullptr && p.index_format == IndexKFormat::kFp4;
     const bool i32 = p.kv_slots.type == SlotType::kInt32;
-    if (fp4)
-      return i32 ? launch_fused<kLayout, IndexKFormat::kFp4, int32_t, kN>(p, arch, kv, index, stream)
-                 : launch_fused<kLayout, IndexKFormat::kFp4, int64_t, kN>(p, arch, kv, index, stream);
-    return i32 ? launch_fused<kLayout, IndexKFormat::kFp8, int32_t, kN>(p, arch, kv, index, stream)
-               : launch_fused<kLayout, IndexKFormat::kFp8, int64_t, kN>(p, arch, kv, index, stream);
+    return detail::with_scale_rule(
+        p.kv_cache.scale_rule, kLayout == MlaLayout::kV32, [&](auto kv_rule) {
+          constexpr ScaleRule kKvRule = decltype(kv_rule)::value;
+          constexpr auto kFp4 = IndexKFormat::kFp4, kFp8 = IndexKFormat::kFp8;
+          if (fp4)
+            return i32 ? launch_fused<kLayout, kKvRule, kFp4, int32_t, kN>(p, arch, kv, index, stream)
+                       : launch_fused<kLayout, kKvRule, kFp4, int64_t, kN>(p, arch, kv, index, stream);
+          return i32 ? launch_fused<kLayout, kKvRule, kFp8, int32_t, kN>(p, arch, kv, index, stream)
+                     : launch_fused<kLayout, kKvRule, kFp8, int64_t, kN>(p, arch, kv, index, stream);
+        });
   };
   switch (p.kv_cache.layout) {
     case MlaLayout::kV4: return with_layout(std::integral_constant<MlaLayout, MlaLayout::kV4>{});

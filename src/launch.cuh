@@ -142,6 +142,17 @@ inline bool use_pdl(const LaunchOptions& launch, const ArchInfo& arch) {
   return launch.enable_pdl && arch.pdl;
 }
 
+// f(std::integral_constant<ScaleRule, rule>{}) where the store reads `rule` (`varies`: the fp8
+// index-K, MLA V3.2), else f(kPow2): the scale rule is the kernels' template parameter (V3.2's
+// run-time branch on it sat on the chain after the loads: NOTES.md, item 26), and a layout whose
+// rule is fixed has one instantiation.
+template <typename F>
+auto with_scale_rule(ScaleRule rule, bool varies, F&& f) {
+  if (varies && rule == ScaleRule::kAmax)
+    return f(std::integral_constant<ScaleRule, ScaleRule::kAmax>{});
+  return f(std::integral_constant<ScaleRule, ScaleRule::kPow2>{});
+}
+
 // f(std::bool_constant<kPdl>{}): every store kernel is instantiated with its PDL prologue
 // (kPdl, launched as a programmatic dependent) and without any (begin_store).
 template <typename F>

@@ -81,9 +81,9 @@ Status store_index_k_fp8(const IndexKFp8Params& p, cudaStream_t stream) {
         constexpr bool kPdl = decltype(pdl)::value;
         constexpr int kDim = decltype(dim)::value;
         constexpr bool kPinned = kPdl || kDim != 0;
-        return p.cache.scale_rule == ScaleRule::kPow2
-                   ? kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kPow2, kPdl, kPinned, kDim>
-                   : kernels::index_k_fp8_kernel<SlotT, kN, ScaleRule::kAmax, kPdl, kPinned, kDim>;
+        return detail::with_scale_rule(p.cache.scale_rule, true, [](auto rule) {
+          return kernels::index_k_fp8_kernel<SlotT, kN, decltype(rule)::value, kPdl, kPinned, kDim>;
+        });
       },
       stream);
 }

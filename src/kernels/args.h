@@ -32,9 +32,11 @@ struct PagedCacheArgs {
   uint8_t* data;                // device [num_pages, page_stride] bytes
   int64_t page_stride;          // bytes
   int32_t page_shift;           // log2(page size)
-  ScaleRule rule;               // for a kernel that reads the rule at run time (MLA V3.2, the
-                                // fused kernel's fp8 index-K rows); the others have it as a
-                                // template. In the struct's tail, where it costs no space.
+  ScaleRule rule;               // read at run time by the fused kernel's fp8 index-K rows only (a
+                                // uniform branch before their loads; compiled in, it gained
+                                // <= 0.01x and doubled the fused instantiations: NOTES.md, item
+                                // 26); every other kernel has its rule as a template parameter.
+                                // In the struct's tail, where it costs no space.
 };
 
 // n / d and n % d for 32-bit n by a divisor fixed at launch (Granlund-Montgomery, as CUTLASS's
@@ -102,9 +104,8 @@ CACHESTORE_HOST_DEVICE constexpr int32_t index_k_lanes_log2(int32_t head_dim,
 // 80 bytes, as IndexKArgs: after GuardArgs the MLA kernels read the constant lines 0x200 and 0x240
 // only. With 64-bit strides and the rule in a field of its own it ended at 0x28f, and the third
 // line cost V3.2 0.03x and V4 0.01x of the lean naive node at n <= 128 (probe_small_n, the same
-// row code with the same fields in two lines or three; NOTES.md, item 25). The rule is the
-// cache's (PagedCacheArgs' tail) and the row strides are 32-bit (detail::int32_row_stride: a
-// larger stride is refused, unless there is one row).
+// row code with the same fields in two lines or three; NOTES.md, item 25). The row strides are
+// 32-bit (detail::int32_row_stride: a larger stride is refused, unless there is one row).
 struct MlaArgs {
   SlotArgs slots;
   PagedCacheArgs cache;         // the layout is the kernel's template parameter

@@ -617,7 +617,8 @@ __device__ __forceinline__ void store_bytes(uint8_t* p, const Vec& v, bool align
 
 // The guard of an MLA row (V4, V3.2, V4.1) whose values `x` are loading: the count and the slot
 // load beside them, then the tile's amax (the whole warp takes part), the row's page position
-// and the verdict. The row returns when `stored` is false.
+// and the verdict. The row returns when `stored` is false. A row past the batch (`live` false:
+// the last block's spare rows) loads no slot (-1: never stored, never counted).
 struct MlaRowGuard {
   float amax;
   PagePosition pos;
@@ -626,14 +627,21 @@ struct MlaRowGuard {
 template <int kTileLanes, bool kPdl, typename SlotT, int kN>
 __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, const MlaArgs& a,
                                                      const GuardSources<SlotT>& sources,
-                                                     int64_t row, int lane,
+                                                     int64_t row, int lane, bool live,
                                                      const Bf16Vals<kN>& x) {
   const int64_t n = sources.template load_count<kPdl>(guard);
-  const int64_t slot = sources.template load_slot<kPdl>();
+  const int64_t slot = live ? sources.template load_slot<kPdl>() : -1;
   const float amax = group_amax<kTileLanes>(x.amax());
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
   return {amax, pos, row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)};
 }
+
+// The row whose input an MLA row reads: its own, or for a row past the batch (`live` false) row
+// 0's (a launch has a row), read and never stored. An exit of those rows before the loads, or a
+// load under their condition, put the first read of the inputs' constant line (0x240) behind the
+// test of num_tokens (line 0x200): two constant-cache misses one after the other on the way to
+// the loads (NOTES.md, item 26). A select keeps the two reads side by side.
+__device__ __forceinline__ int64_t mla_input_row(int64_t row, bool live) { return live ? row : 0; }
 
 // The start of a V4 / V4.1 row: each lane's kN values `x` from the NoPE input or, on the lanes
 // from `nope_lanes` on, the RoPE input (nope_or_rope_source), loaded beside the count and the
@@ -641,13 +649,13 @@ __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, con
 template <typename SlotT, int kTileLanes, bool kPdl, int kN>
 __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& guard,
                                                              const MlaArgs& a, int64_t row,
-                                                             int lane, int nope_lanes,
+                                                             int lane, bool live, int nope_lanes,
                                                              Bf16Vals<kN>& x) {
-  const uint16_t* src = nope_or_rope_source<kN>(a, row, lane, nope_lanes);
+  const uint16_t* src = nope_or_rope_source<kN>(a, mla_input_row(row, live), lane, nope_lanes);
   GuardSources<SlotT> sources(guard, a.slots, row);
   begin_row<kPdl>(guard, sources, src);
   x = Bf16Vals<kN>::template load<kPdl>(src);
-  return guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, x);
+  return guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, live, x);
 }
 
 // An index-K row's D: kDim where the kernel is compiled for one (0: the run-time head_dim).

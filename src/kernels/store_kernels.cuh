@@ -88,8 +88,8 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
   });
 }
 
-// The row above for the cache's run-time rule (the fused kernel, which is not instantiated per
-// rule: a uniform branch before the loads).
+// The row above for the cache's run-time rule (the fused kernel's index rows: a uniform branch
+// before the loads; compiled in, the rule gained <= 0.01x there, NOTES.md, item 26).
 template <typename SlotT, int kN, bool kPdl, bool kPinned, int kDim>
 __device__ __forceinline__ void store_index_k_fp8_row_any_rule(const GuardArgs& guard,
                                                                const IndexKArgs& a, int64_t row,
@@ -122,13 +122,13 @@ inline constexpr int kMlaRowLanes = 512 / kN;
 // last 64/kN lanes hold kN RoPE values each, copied raw.
 template <typename SlotT, int kN, bool kPdl>
 __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const MlaArgs& a,
-                                                 int64_t row, int lane) {
+                                                 int64_t row, int lane, bool live) {
   constexpr int kNopeLanes = layout::kV4NopeDim / kN;
   constexpr int kTileLanes = layout::kV4TileSize / kN;
   const bool is_nope = lane < kNopeLanes;
   Bf16Vals<kN> x;
   const auto [amax, pos, stored] =
-      load_nope_or_rope_row<SlotT, kTileLanes, kPdl>(guard, a, row, lane, kNopeLanes, x);
+      load_nope_or_rope_row<SlotT, kTileLanes, kPdl>(guard, a, row, lane, live, kNopeLanes, x);
   if (!stored) return;
 
   const int64_t page_size = int64_t{1} << a.cache.page_shift;
@@ -156,23 +156,25 @@ __device__ __forceinline__ void store_mla_v4_row(const GuardArgs& guard, const M
 }
 
 // ---- MLA V3.2: lane l holds NoPE values kN*l..kN*l+kN-1 (128/kN lanes per 128-value tile);
-// lanes 0..7 also copy one 16-byte RoPE vector.
-// The rule is read after the guard (a uniform branch; MlaArgs keeps it in a constant line read
-// before the loads): a choice of two instantiated rows in front of the row put the branch
-// between the NoPE loads and the slot, count and RoPE loads (NOTES.md, item 15).
-template <typename SlotT, int kN, bool kPdl>
+// lanes 0..7 also copy one 16-byte RoPE vector. kRule: the cache's scale rule, compiled in (the
+// launcher instantiates both): read at run time, its uniform branch after the guard cost
+// 0.03x (amax) to 0.055x (pow2) of the lean naive node at n <= 512 (NOTES.md, item 26).
+template <typename SlotT, int kN, bool kPdl, ScaleRule kRule>
 __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const MlaArgs& a,
-                                                  int64_t row, int lane) {
+                                                  int64_t row, int lane, bool live) {
   constexpr int kRopeLanes = layout::kRopeDim / 8;
   constexpr int kTileLanes = layout::kV32TileSize / kN;
-  const uint16_t* nope = a.nope + (row * a.nope_row_stride + kN * lane);
-  const uint16_t* rope_src = a.rope + (row * a.rope_row_stride + 8 * lane);
+  const int64_t input_row = mla_input_row(row, live);
+  const uint16_t* nope = a.nope + (input_row * a.nope_row_stride + kN * lane);
+  const uint16_t* rope_src = a.rope + (input_row * a.rope_row_stride + 8 * lane);
   GuardSources<SlotT> sources(guard, a.slots, row);
   begin_row<kPdl>(guard, sources, nope, rope_src);
   auto x = Bf16Vals<kN>::template load<kPdl>(nope);
-  const uint4 rope =
-      lane < kRopeLanes ? load_global<kPdl>(reinterpret_cast<const uint4*>(rope_src)) : uint4{};
-  const auto [amax, pos, stored] = guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, x);
+  const uint4 rope = lane < kRopeLanes
+                         ? load_global<kPdl>(reinterpret_cast<const uint4*>(rope_src))
+                         : uint4{};
+  const auto [amax, pos, stored] =
+      guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, live, x);
   if (!stored) return;
 
   uint8_t* record =
@@ -180,7 +182,7 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
   x.decode();
   float scale;
   Fp8Bytes<kN> q;
-  if (a.cache.rule == ScaleRule::kPow2) {
+  if constexpr (kRule == ScaleRule::kPow2) {
     const uint8_t e8 =
         pow2_scale_byte(amax, [](float a) { return detail::v32_pow2_scale_base(a); },
                         [](float a) { return detail::v32_pow2_scale_byte(a); });
@@ -196,16 +198,17 @@ __device__ __forceinline__ void store_mla_v32_row(const GuardArgs& guard, const 
   if (lane < kRopeLanes) store_vec(record + layout::kV32RopeOffset + 16 * lane, rope);
 }
 
-// One MLA row of the kernel's layout.
-template <MlaLayout kLayout, typename SlotT, int kN, bool kPdl>
+// One MLA row of the kernel's layout; kRule is V3.2's (the other layouts' rule is fixed: kPow2,
+// unread, so that they have one instantiation).
+template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl>
 __device__ __forceinline__ void store_mla_row(const GuardArgs& guard, const MlaArgs& kv,
-                                              int64_t row, int lane) {
+                                              int64_t row, int lane, bool live) {
   if constexpr (kLayout == MlaLayout::kV4) {
-    store_mla_v4_row<SlotT, kN, kPdl>(guard, kv, row, lane);
+    store_mla_v4_row<SlotT, kN, kPdl>(guard, kv, row, lane, live);
   } else if constexpr (kLayout == MlaLayout::kV32) {
-    store_mla_v32_row<SlotT, kN, kPdl>(guard, kv, row, lane);
+    store_mla_v32_row<SlotT, kN, kPdl, kRule>(guard, kv, row, lane, live);
   } else {
-    store_mla_v41_row<kLayout, SlotT, kN, kPdl>(guard, kv, row, lane);
+    store_mla_v41_row<kLayout, SlotT, kN, kPdl>(guard, kv, row, lane, live);
   }
 }
 
@@ -215,15 +218,14 @@ __device__ __forceinline__ void store_mla_row(const GuardArgs& guard, const MlaA
 // own (probe_small_n; same row code): its rows_per_block parameter (since moved, see there) and
 // the other kind of row's code, even never executed, explain part of it; not its code layout,
 // its 40 registers or its per-warp role branch (NOTES.md, item 20).
-template <MlaLayout kLayout, typename SlotT, int kN, bool kPdl>
+template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1536 / kMaxBlockThreads)
 mla_store_kernel(const GuardArgs guard, const MlaArgs kv) {
   constexpr int kWarpsPerRow = kMlaRowLanes<kN> / 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / kWarpsPerRow) +
                       threadIdx.y / kWarpsPerRow;
   const int lane = static_cast<int>(threadIdx.y % kWarpsPerRow) * 32 + static_cast<int>(threadIdx.x);
-  if (row >= guard.num_tokens) return;
-  store_mla_row<kLayout, SlotT, kN, kPdl>(guard, kv, row, lane);
+  store_mla_row<kLayout, kRule, SlotT, kN, kPdl>(guard, kv, row, lane, row < guard.num_tokens);
 }
 
 // ---- fused_store_cache: blockDim = (32, rows_per_block * warps per row + index warps). The
@@ -235,8 +237,9 @@ mla_store_kernel(const GuardArgs guard, const MlaArgs kv) {
 // GuardArgs, in the first line, and the KV warps read the lines 0x200 and 0x240 only.
 // kIndexDim: the index-K row's D compiled in (0: the run-time head_dim), its rows then pinned
 // without PDL too, as in the index-K kernels.
-template <MlaLayout kLayout, IndexKFormat kIndex, typename SlotT, int kN, bool kPdl,
-          int kIndexDim = 0>
+// kKvRule: V3.2's scale rule, compiled in as in mla_store_kernel (kPow2 for the other layouts).
+template <MlaLayout kLayout, ScaleRule kKvRule, IndexKFormat kIndex, typename SlotT, int kN,
+          bool kPdl, int kIndexDim = 0>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1536 / kMaxBlockThreads)
 fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs index) {
   constexpr int kWarpsPerRow = kMlaRowLanes<kN> / 32;
@@ -246,8 +249,7 @@ fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs ind
   if (warp < rows_per_block * kWarpsPerRow) {
     const int64_t row = first_row + warp / kWarpsPerRow;
     const int lane = (warp % kWarpsPerRow) * 32 + static_cast<int>(threadIdx.x);
-    if (row >= guard.num_tokens) return;
-    store_mla_row<kLayout, SlotT, kN, kPdl>(guard, kv, row, lane);
+    store_mla_row<kLayout, kKvRule, SlotT, kN, kPdl>(guard, kv, row, lane, row < guard.num_tokens);
   } else {
     // Whole index warps: lanes past the block's rows or the batch stay for the shuffles.
     const int local = (warp - rows_per_block * kWarpsPerRow) * 32 + threadIdx.x;

@@ -72,13 +72,13 @@ struct V41Format<MlaLayout::kV41Fp4> {
 
 template <MlaLayout kLayout, typename SlotT, int kN, bool kPdl>
 __device__ __forceinline__ void store_mla_v41_row(const GuardArgs& guard, const MlaArgs& a,
-                                                  int64_t row, int lane) {
+                                                  int64_t row, int lane, bool live) {
   using Format = V41Format<kLayout>;
   constexpr int kNopeLanes = layout::kV41NopeDim / kN;
   constexpr int kTileLanes = Format::kTile / kN;
   Bf16Vals<kN> x;
   const auto [amax, pos, stored] =
-      load_nope_or_rope_row<SlotT, kTileLanes, kPdl>(guard, a, row, lane, kNopeLanes, x);
+      load_nope_or_rope_row<SlotT, kTileLanes, kPdl>(guard, a, row, lane, live, kNopeLanes, x);
   if (!stored) return;
 
   const int64_t page_size = int64_t{1} << a.cache.page_shift;
