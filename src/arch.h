@@ -17,6 +17,8 @@ struct StorePolicy {
   int32_t mla_min_rows;        // ... and at small n
   int32_t mla_two_per_sm_rows; // rows a block up to two such blocks an SM (0: off), without PDL,
                                // and for the fused kernel with PDL too (launch.cuh)
+  bool fused_pdl_one_row;      // with PDL, the fused kernel takes one row a block up to one
+                               // block an SM (launch.cuh)
 };
 
 // Hopper: the large-n sizes were chosen up front and not swept; spreading small batches was
@@ -24,11 +26,12 @@ struct StorePolicy {
 // item 25: blocks of at least 128 threads over half the SMs (bf16: 8 rows a block up to 512 rows;
 // fp8 at D = 128: 4 rows up to 256, 8 at 512) ran 0.01-0.05x of the lean node faster than 64
 // threads over all of them, at every n <= 512; the MLA stores' 2-row blocks likewise (items 24,
-// 25). Blackwell: not measured (no device lent); a larger block keeps more bytes in flight per SM
-// for its higher bandwidth.
-inline constexpr StorePolicy kPortablePolicy{256, 64, 1, 4, 2, 0};
-inline constexpr StorePolicy kHopperPolicy{256, 128, 2, 8, 2, 2};
-inline constexpr StorePolicy kBlackwellPolicy{512, 64, 1, 8, 2, 0};
+// 25), and the fused kernel's 1-row blocks with PDL up to one block an SM (item 26). Blackwell:
+// not measured (no device lent); a larger block keeps more bytes in flight per SM for its higher
+// bandwidth.
+inline constexpr StorePolicy kPortablePolicy{256, 64, 1, 4, 2, 0, false};
+inline constexpr StorePolicy kHopperPolicy{256, 128, 2, 8, 2, 2, true};
+inline constexpr StorePolicy kBlackwellPolicy{512, 64, 1, 8, 2, 0, false};
 
 // Rows per block for `rows` rows: a small batch is spread over the SMs (one SM works through
 // a block's memory requests one after another), a large one fills whole blocks. Powers of two

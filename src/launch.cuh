@@ -110,14 +110,17 @@ inline int32_t index_k_rows_per_block(int64_t num_tokens, int32_t lanes, const A
 // alone 0.02-0.03x, the fused V4 + index-K 0.03-0.04x of the lean node faster than at 4 rows;
 // NOTES.md, item 25) and with PDL for the fused kernel, which then triggers early at up to two
 // blocks an SM (two such blocks are resident together under its launch bounds of 3 x 512
-// threads; n = 512, 1.05-1.07x against 1.10x at 4 rows, item 24). With PDL the MLA kernel alone
-// keeps one block an SM with the trigger: 0.91 against 0.94x at 2 rows (item 23).
+// threads; n = 512, 1.05-1.07x against 1.10x at 4 rows, item 24). With PDL, up to one block an
+// SM, the fused kernel takes one row a block (policy fused_pdl_one_row: 0.01-0.05x faster than
+// 2 rows at n <= 128, both layouts; at 512 rows 2 stay ahead for V4; item 26). With PDL the MLA
+// kernel alone keeps one block an SM with the trigger: 0.91 against 0.94x at 2 rows (item 23).
 struct MlaShape {
   int32_t rows_per_block;
   int32_t blocks_per_sm;
 };
 inline MlaShape mla_shape(int64_t num_tokens, int32_t warps_per_row, bool pdl, bool fused,
                           const ArchInfo& arch) {
+  if (fused && pdl && arch.policy.fused_pdl_one_row && num_tokens <= arch.sm_count) return {1, 1};
   const int32_t small_rows = arch.policy.mla_two_per_sm_rows;
   if (small_rows > 0 && (fused || !pdl) &&
       num_tokens <= int64_t{2} * small_rows * arch.sm_count)
