@@ -812,6 +812,22 @@ int main(int argc, char** argv) {
     add("s10 PDL V4 exit first", mla_pdl(exit_first_mla_kernel<MlaLayout::kV4, true>, mla));
     add("s10 PDL V3.2 amax select", mla_pdl(kernels::mla_store_kernel<MlaLayout::kV32, ScaleRule::kAmax, int64_t, 8, true>, v32_amax_mla));
     add("s10 PDL V3.2 amax exit first", mla_pdl(exit_first_mla_kernel<MlaLayout::kV32, true, ScaleRule::kAmax>, v32_amax_mla));
+    // V4.1 and V4.1 FP4 (session 10's check of their PDL-on cells at n = 512, which read
+    // 0.07-0.09x higher in the gpu-check of e96d26d than in the two runs before).
+    const kernels::MlaArgs v41_mla{{slots64, -1, capacity, 0, 0},
+                                   {v41_cache, layout::split_min_page_stride(layout::kV41Rows, page), 6,
+                                    ScaleRule::kPow2},
+                                   in, in + 448, 512, 512};
+    kernels::MlaArgs v41_fp4_mla = v41_mla;
+    v41_fp4_mla.cache.page_stride = layout::split_min_page_stride(layout::kV41Fp4Rows, page);
+    add("s10d PDL V41 select", mla_pdl(kernels::mla_store_kernel<MlaLayout::kV41, ScaleRule::kPow2, int64_t, 8, true>, v41_mla));
+    add("s10d PDL V41 exit first", mla_pdl(exit_first_mla_kernel<MlaLayout::kV41, true>, v41_mla));
+    add("s10d PDL V41 FP4 select", mla_pdl(kernels::mla_store_kernel<MlaLayout::kV41Fp4, ScaleRule::kPow2, int64_t, 8, true>, v41_fp4_mla));
+    add("s10d PDL V41 FP4 exit first", mla_pdl(exit_first_mla_kernel<MlaLayout::kV41Fp4, true>, v41_fp4_mla));
+    add("s10d V41 FP4 select", mla_rows(kernels::mla_store_kernel<MlaLayout::kV41Fp4, ScaleRule::kPow2, int64_t, 8, false>, lib_mla_rows, guard, v41_fp4_mla));
+    add("s10d V41 FP4 exit first", mla_rows(exit_first_mla_kernel<MlaLayout::kV41Fp4, false>, lib_mla_rows, guard, v41_fp4_mla));
+    add("s10d PDL V4 select", mla_pdl(kernels::mla_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, int64_t, 8, true>, mla));
+    add("s10d PDL V4 exit first", mla_pdl(exit_first_mla_kernel<MlaLayout::kV4, true>, mla));
     add("s10 V4 + index (API)", [&, v4_index](cudaStream_t s) { check(fused_store_cache(v4_index, s)); });
     // The fused kernel with both rules compiled in (session 10): rows a block, PDL off and on
     // (the trigger at every size here: up to 512 rows every block of 1 or 2 rows is resident).

@@ -34,9 +34,9 @@ struct PagedCacheArgs {
   int32_t page_shift;           // log2(page size)
   ScaleRule rule;               // read at run time by the fused kernel's fp8 index-K rows only (a
                                 // uniform branch before their loads; compiled in, it gained
-                                // <= 0.01x and doubled the fused instantiations: NOTES.md, item
-                                // 26); every other kernel has its rule as a template parameter.
-                                // In the struct's tail, where it costs no space.
+                                // <= 0.01x: NOTES.md, item 26); every other kernel has its rule
+                                // as a template parameter. In the struct's tail, where it costs
+                                // no space.
 };
 
 // n / d and n % d for 32-bit n by a divisor fixed at launch (Granlund-Montgomery, as CUTLASS's
