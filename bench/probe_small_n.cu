@@ -828,6 +828,15 @@ int main(int argc, char** argv) {
     add("s10d V41 FP4 exit first", mla_rows(exit_first_mla_kernel<MlaLayout::kV41Fp4, false>, lib_mla_rows, guard, v41_fp4_mla));
     add("s10d PDL V4 select", mla_pdl(kernels::mla_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, int64_t, 8, true>, mla));
     add("s10d PDL V4 exit first", mla_pdl(exit_first_mla_kernel<MlaLayout::kV4, true>, mla));
+    // With the select (item 26), rows a block for the MLA kernels again (item 25 chose 2 with the
+    // exit first), PDL off, and the lean node at V4's 512-wide rows.
+    add("s10e naive lean 512", lean(512));
+    for (const int32_t per_block : {1, 2, 4}) {
+      const std::string r = std::to_string(per_block) + (per_block == 1 ? " row" : " rows");
+      add("s10e V4 " + r, mla_rows(kernels::mla_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, int64_t, 8, false>, per_block, guard, mla));
+      add("s10e V3.2 amax " + r, mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, ScaleRule::kAmax, int64_t, 8, false>, per_block, guard, v32_amax_mla));
+      add("s10e V41 FP4 " + r, mla_rows(kernels::mla_store_kernel<MlaLayout::kV41Fp4, ScaleRule::kPow2, int64_t, 8, false>, per_block, guard, v41_fp4_mla));
+    }
     add("s10 V4 + index (API)", [&, v4_index](cudaStream_t s) { check(fused_store_cache(v4_index, s)); });
     // The fused kernel with both rules compiled in (session 10): rows a block, PDL off and on
     // (the trigger at every size here: up to 512 rows every block of 1 or 2 rows is resident).
