@@ -606,12 +606,21 @@ int main(int argc, char** argv) {
       launch(kernels::mla_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, int64_t, 8, true>, grid, dim3(32, 2 * rows_per_block),
              s, true, g, mla);
     };
-    const auto library_fused = [&](dim3 grid, int rows_per_block, cudaStream_t s, kernels::GuardArgs g) {
-      g.rows_per_block = rows_per_block;
-      launch(kernels::fused_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, IndexKFormat::kFp8, int64_t, 8, true>, grid,
-             dim3(32, 2 * rows_per_block + (rows_per_block * 16 + 31) / 32), s, true, g, mla,
-             fp8_args);
+    // The fused kernel's block for `per_block` rows at kN = 8 and D = 128: two KV warps a row and
+    // 16 index lanes a row in whole warps; and a PDL launch of one of its instantiations for
+    // pdl_rows, with the KV arguments `kv_args`.
+    const auto fused_block = [](int32_t per_block) {
+      return dim3(32, 2 * per_block + (per_block * 16 + 31) / 32);
     };
+    const auto fused_pdl = [&](auto kernel, const kernels::MlaArgs& kv_args) {
+      return [=](dim3 grid, int rows_per_block, cudaStream_t s, kernels::GuardArgs g) {
+        g.rows_per_block = rows_per_block;
+        launch(kernel, grid, fused_block(rows_per_block), s, true, g, kv_args, fp8_args);
+      };
+    };
+    const auto library_fused = fused_pdl(
+        kernels::fused_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, IndexKFormat::kFp8, int64_t, 8, true>,
+        mla);
     add("PDL V4 lib, 4 rows, trigger", pdl_rows(library_mla, 4, true));
     add("PDL V4 lib, 4 rows, no trigger", pdl_rows(library_mla, 4, false));
     add("PDL V4 lib, 2 rows, no trigger", pdl_rows(library_mla, 2, false));
@@ -775,7 +784,7 @@ int main(int argc, char** argv) {
       g.rows_per_block = per_block;
       add("s9 fused V4 " + r + " rows/block", [=](cudaStream_t s) {
         launch(kernels::fused_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, IndexKFormat::kFp8, int64_t, 8, false, 128>,
-               dim3(blocks), dim3(32, 2 * per_block + (per_block * 16 + 31) / 32), s, false, g, mla,
+               dim3(blocks), fused_block(per_block), s, false, g, mla,
                fp8_args);
       });
     }
@@ -797,12 +806,9 @@ int main(int argc, char** argv) {
     add("s10b V3.2 amax select", mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, ScaleRule::kAmax, int64_t, 8, false>, lib_mla_rows, guard, v32_amax_mla));
     // Fused V3.2 + index-K with PDL (n = 512 is its open cell): the library's 2 rows with the
     // trigger, against 1 and 4 rows, and 2 rows without the trigger.
-    const auto fused_v32_pdl = [&](dim3 grid, int rows_per_block, cudaStream_t s, kernels::GuardArgs g) {
-      g.rows_per_block = rows_per_block;
-      launch(kernels::fused_store_kernel<MlaLayout::kV32, ScaleRule::kAmax, IndexKFormat::kFp8, int64_t, 8, true, 128>, grid,
-             dim3(32, 2 * rows_per_block + (rows_per_block * 16 + 31) / 32), s, true, g, v32_amax_mla,
-             fp8_args);
-    };
+    const auto fused_v32_pdl = fused_pdl(
+        kernels::fused_store_kernel<MlaLayout::kV32, ScaleRule::kAmax, IndexKFormat::kFp8, int64_t, 8, true, 128>,
+        v32_amax_mla);
     add("s10b PDL fused V3.2 2 rows, trigger", pdl_rows(fused_v32_pdl, 2, true));
     add("s10b PDL fused V3.2 2 rows, no trigger", pdl_rows(fused_v32_pdl, 2, false));
     add("s10b PDL fused V3.2 1 row, trigger", pdl_rows(fused_v32_pdl, 1, true));
@@ -857,7 +863,7 @@ int main(int argc, char** argv) {
       kernels::GuardArgs g{rows, n_dev, nullptr, pdl};
       g.rows_per_block = per_block;
       return [=](cudaStream_t s) {
-        launch(kernel, dim3(blocks), dim3(32, 2 * per_block + (per_block * 16 + 31) / 32), s, pdl,
+        launch(kernel, dim3(blocks), fused_block(per_block), s, pdl,
                g, kv_args, fp8_args);
       };
     };

@@ -1,7 +1,8 @@
 // The DeepSeek store kernels (index-K bf16 and fp8, FlashMLA V4 and V3.2, fused). One group of
 // lanes per row: each lane moves 8- or 16-byte vectors, reads the count, its row's slot and its
 // input together (so their latencies overlap), applies the one guard, and only then writes. Rows
-// at or past num_tokens read nothing. The quantizing kernels take kN = 4, 8 or 16 values per lane
+// at or past num_tokens store nothing: the index-K rows read nothing either, the MLA rows read row
+// 0's input and no slot (mla_input_row). The quantizing kernels take kN = 4, 8 or 16 values per lane
 // (launchers, launch.cuh: 8 for decode-size batches, where the chain after the loads is the
 // latency, 16 for large ones, where fewer lanes per row move the same bytes; the fp8 index-K
 // kernel 4 up to 512 rows, and D = 128 compiled in up to 1024).
