@@ -14,6 +14,7 @@
 #include "cachestore/cachestore.h"
 #include "cachestore/layout.h"
 #include "cuda_check.h"
+#include "kernels/paged_kv.cuh"
 #include "kernels/store_kernels.cuh"
 #include "launch.cuh"
 #include "naive_scatter.cuh"
@@ -357,6 +358,107 @@ void check(Status s) {
   }
 }
 
+
+// Session 11: the fused V4 + fp8 index-K store with the index row in the KV warps instead of warps
+// of its own (item 20: either kind of row runs 0.06-0.10x slower in the fused kernel than alone).
+// A V4 row on two warps (kN = 8, the library's row); the second warp also holds the row's index-K
+// (D = 128, 4 values a lane, one 128-value block on the warp: one redux). Both rows' loads issue
+// together at the top, then both guards, then both quantizations and their stores. Same bytes as
+// the library's fused kernel (amax index rule here).
+template <bool kSameSlot>
+__global__ void __launch_bounds__(512, 3)
+merged_fused_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs kv,
+                    const kernels::IndexKArgs index) {
+  using namespace kernels;
+  constexpr int kN = 8;
+  constexpr int kNopeLanes = layout::kV4NopeDim / kN;
+  constexpr int kTileLanes = layout::kV4TileSize / kN;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / 2) + threadIdx.y / 2;
+  const bool index_warp = (threadIdx.y % 2) != 0;
+  const int lane = static_cast<int>(threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
+  const bool live = row < guard.num_tokens;
+  const int64_t input_row = mla_input_row(row, live);
+  const uint16_t* src = nope_or_rope_source<kN>(kv, input_row, lane, kNopeLanes);
+  const uint16_t* index_src = index.k + (input_row * index.k_row_stride + 4 * threadIdx.x);
+  GuardSources<int64_t> sources(guard, kv.slots, row);
+  GuardSources<int64_t> index_sources(guard, index.slots, row);
+  auto x = Bf16Vals<kN>::template load<false>(src);
+  auto y = Bf16Vals<4>::template load<false>(index_src, index_warp);
+  const int64_t n = sources.template load_count<false>(guard);
+  const int64_t slot = live ? sources.template load_slot<false>() : -1;
+  const int64_t index_slot =
+      kSameSlot ? slot : (live && index_warp ? index_sources.template load_slot<false>() : -1);
+  const float amax = group_amax<kTileLanes>(x.amax());
+  const float index_amax = group_amax<32>(y.amax());
+  const auto pos = PagePosition::of_slot(slot, kv.cache.page_shift, kv.slots);
+  const auto index_pos = PagePosition::of_slot(index_slot, index.cache.page_shift, index.slots);
+  const bool kv_stored = row_is_stored(guard, kv.slots, row, n, slot, pos.global_page, lane == 0);
+  const bool index_stored =
+      index_warp && row_is_stored(guard, index.slots, row, n, index_slot, index_pos.global_page,
+                                  threadIdx.x == 0, false);
+  if (kv_stored) {
+    const int64_t page_size = int64_t{1} << kv.cache.page_shift;
+    uint8_t* data_row = kv.cache.data + layout::v4_data_offset(pos.local_page, pos.in_page,
+                                                               kv.cache.page_stride);
+    uint8_t* scale_row = kv.cache.data + layout::v4_scale_offset(pos.local_page, pos.in_page,
+                                                                 page_size, kv.cache.page_stride);
+    x.decode();
+    const uint8_t e8 = pow2_scale_byte(amax, [](float a) { return detail::v4_scale_base(a); },
+                                       [](float a) { return detail::v4_scale_byte(a); });
+    const Fp8Bytes<kN> q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
+    if (lane < kNopeLanes) {
+      *reinterpret_cast<Fp8Bytes<kN>*>(data_row + kN * lane) = q;
+    } else {
+      x.store_raw(data_row + layout::kV4NopeDim + 2 * kN * (lane - kNopeLanes));
+    }
+    scale_row[lane / kTileLanes] = lane < kNopeLanes ? e8 : 0;
+  }
+  if (index_stored) {
+    y.decode();
+    const float scale = detail::index_k_scale_base(index_amax);
+    const Fp8Bytes<4> q = y.template to_e4m3_divided<ScaleSource::kIndexKAmax>(scale);
+    uint8_t* const data = index.cache.data + layout::index_k_fp8_data_offset(
+                                                 index_pos.local_page, index_pos.in_page,
+                                                 index.cache.page_stride, 128);
+    float* const scales = reinterpret_cast<float*>(
+        index.cache.data + layout::index_k_fp8_scale_offset(index_pos.local_page, index_pos.in_page,
+                                                            int64_t{1} << index.cache.page_shift,
+                                                            index.cache.page_stride, 128));
+    *reinterpret_cast<Fp8Bytes<4>*>(data + 4 * threadIdx.x) = q;
+    if (threadIdx.x == 0) scales[0] = scale;
+  }
+}
+
+
+// Session 11: the floor of the paged K/V store's shape (H = 8, D = 128, K and V, NHD pages of 16
+// contiguous: element offset slot * 1024) for the A/B against the library's kernel: one row of 256
+// vector threads, side and vector by shifts, no strides, no divisions, one parameter line. With
+// kGuard the count, the one compare and the library's row_is_stored (its cold counting path).
+struct LeanKvArgs {
+  const uint16_t* src;   // [rows, 2048]: K then V
+  const int64_t* slots;
+  uint16_t* k_cache;     // [capacity, 1024]
+  uint16_t* v_cache;
+};
+template <bool kGuard>
+__global__ void __launch_bounds__(256) lean_kv_kernel(const kernels::GuardArgs guard,
+                                                      const kernels::SlotArgs slots,
+                                                      const LeanKvArgs a) {
+  using namespace kernels;
+  const int64_t row = blockIdx.x;
+  const int t = threadIdx.x;
+  const uint4 x = load_vec(a.src + row * 2048 + 8 * t);
+  const int64_t slot = a.slots[row];
+  if constexpr (kGuard) {
+    const int64_t n = guard.n_ptr == nullptr ? guard.num_tokens : *guard.n_ptr;
+    if (!row_is_stored(guard, slots, row, n, slot, slot >> 4, t == 0)) return;
+  } else {
+    if (slot < 0) return;
+  }
+  uint16_t* cache = (t >> 7) != 0 ? a.v_cache : a.k_cache;
+  store_vec(reinterpret_cast<uint8_t*>(cache + slot * 1024 + 8 * (t & 127)), x);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -520,7 +622,13 @@ int main(int argc, char** argv) {
 
     std::vector<Variant> variants;
     const auto add = [&](std::string name, std::function<void(cudaStream_t)> f) {
-      if (variants.empty() || name.find(only) != std::string::npos)
+      bool wanted = only.empty();
+      for (size_t at = 0; !wanted && at <= only.size();) {
+        const size_t comma = std::min(only.find(',', at), only.size());
+        wanted = name.find(only.substr(at, comma - at)) != std::string::npos;
+        at = comma + 1;
+      }
+      if (variants.empty() || wanted)
         variants.push_back({std::move(name), std::move(f)});
     };
     add("naive lean 128 (reference)", lean(128));
@@ -843,6 +951,49 @@ int main(int argc, char** argv) {
       add("s10e V3.2 amax " + r, mla_rows(kernels::mla_store_kernel<MlaLayout::kV32, ScaleRule::kAmax, int64_t, 8, false>, per_block, guard, v32_amax_mla));
       add("s10e V41 FP4 " + r, mla_rows(kernels::mla_store_kernel<MlaLayout::kV41Fp4, ScaleRule::kPow2, int64_t, 8, false>, per_block, guard, v41_fp4_mla));
     }
+    // The library's paged K/V kernel (H = 8, D = 128, K and V, P = 16: the bench's NHD row; the
+    // launcher's shape, one row of 256 vector threads a block), PDL off and on, against the same
+    // row shape without its generality (lean_kv_kernel; session 11, NOTES.md item 27). The branch
+    // paged-kv-linear has the kernel with a linear path and its A/B (s13).
+    {
+      constexpr int32_t kKvPage = 16;
+      const int64_t kv_capacity = capacity;  // the slots' range: 4096 pages of 64
+      static uint16_t* kv_cache = nullptr;
+      if (kv_cache == nullptr) kv_cache = test::device_alloc<uint16_t>(2 * kv_capacity * 1024);
+      const layout::KvStrides strides = layout::kv_nhd_strides(kKvPage, 8, 128);
+      const kernels::KvSideArgs k_side{in, 2048, 128, reinterpret_cast<uint8_t*>(kv_cache), strides,
+                                       nullptr, 0, kernels::FastDivmod::make(16)};
+      kernels::KvSideArgs v_side = k_side;
+      v_side.src = in + 1024;
+      v_side.cache = reinterpret_cast<uint8_t*>(kv_cache + kv_capacity * 1024);
+      const kernels::PagedKvArgs kv_args{{slots64, -1, kv_capacity, 0, 0}, k_side, v_side, 128, 256,
+                                         4, kernels::FastDivmod::make(kKvPage)};
+      const auto kv_launch = [&](auto kernel, bool pdl) {
+        const kernels::GuardArgs g{rows, n_dev, nullptr, pdl && rows <= sm_count};
+        return [=](cudaStream_t s) { launch(kernel, dim3(static_cast<unsigned>(rows)), dim3(256, 1), s, pdl, g, kv_args); };
+      };
+      using kernels::paged_kv_kernel;
+      constexpr auto kAutoCache = KvCacheType::kAuto;
+      constexpr auto kBf16In = KvDataType::kBf16;
+      add("s11b paged K/V (lib kernel)", kv_launch(paged_kv_kernel<int64_t, kAutoCache, kBf16In, false>, false));
+      const LeanKvArgs lean_kv{in, slots64, kv_cache, kv_cache + kv_capacity * 1024};
+      const kernels::SlotArgs kv_slots{slots64, -1, kv_capacity, 0, 0};
+      add("s11b lean K/V copy", [=](cudaStream_t s) {
+        lean_kv_kernel<false><<<static_cast<unsigned>(rows), 256, 0, s>>>(guard, kv_slots, lean_kv);
+      });
+      add("s11b lean K/V guarded", [=](cudaStream_t s) {
+        lean_kv_kernel<true><<<static_cast<unsigned>(rows), 256, 0, s>>>(guard, kv_slots, lean_kv);
+      });
+      add("s11b PDL paged K/V (lib kernel)", kv_launch(paged_kv_kernel<int64_t, kAutoCache, kBf16In, true>, true));
+    }
+    // Session 11: the index-K row in the KV warps (merged_fused_kernel) against the library's
+    // fused kernel (index warps of their own) and each kind of row alone, PDL off, 2 rows a block
+    // (the library's shape up to 4 x SMs rows).
+    add("s12 V4 alone (lib)", mla_rows(kernels::mla_store_kernel<MlaLayout::kV4, ScaleRule::kPow2, int64_t, 8, false>, lib_mla_rows, guard, mla));
+    add("s12 fp8 amax alone (API)", [&, fp8](cudaStream_t s) { check(store_index_k_fp8(fp8, s)); });
+    add("s12 fused lib (API)", [&, v4_index](cudaStream_t s) { check(fused_store_cache(v4_index, s)); });
+    add("s12 merged", mla_rows(merged_fused_kernel<false>, lib_mla_rows, guard, mla, fp8_args));
+    add("s12 merged, one slot load", mla_rows(merged_fused_kernel<true>, lib_mla_rows, guard, mla, fp8_args));
     add("s10 V4 + index (API)", [&, v4_index](cudaStream_t s) { check(fused_store_cache(v4_index, s)); });
     // The fused kernel with both rules compiled in (session 10): rows a block, PDL off and on
     // (the trigger at every size here: up to 512 rows every block of 1 or 2 rows is resident).
