@@ -397,11 +397,7 @@ merged_fused_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs kv,
       index_warp && row_is_stored(guard, index.slots, row, n, index_slot, index_pos.global_page,
                                   threadIdx.x == 0, false);
   if (kv_stored) {
-    const int64_t page_size = int64_t{1} << kv.cache.page_shift;
-    uint8_t* data_row = kv.cache.data + layout::v4_data_offset(pos.local_page, pos.in_page,
-                                                               kv.cache.page_stride);
-    uint8_t* scale_row = kv.cache.data + layout::v4_scale_offset(pos.local_page, pos.in_page,
-                                                                 page_size, kv.cache.page_stride);
+    const auto [data_row, scale_row] = v4_row_pointers(kv, pos);
     x.decode();
     const uint8_t e8 = pow2_scale_byte(amax, [](float a) { return detail::v4_scale_base(a); },
                                        [](float a) { return detail::v4_scale_byte(a); });
