@@ -306,6 +306,17 @@ __global__ void probe_v4_pairs_kernel(const kernels::GuardArgs guard, const kern
   if (lane == 0) scale_row[warp] = is_nope ? e8 : 0;
 }
 
+// An MLA row at kN = 8 (two warps a row) whose rows past the batch exit first, as the library's
+// kernel did before session 10 (the padded and exit-first kernels below).
+template <MlaLayout kLayout, ScaleRule kRule, bool kPdl>
+__device__ __forceinline__ void exit_first_mla_row(const kernels::GuardArgs& guard,
+                                                   const kernels::MlaArgs& kv) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / 2) + threadIdx.y / 2;
+  const int lane = static_cast<int>(threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
+  if (row >= guard.num_tokens) return;
+  kernels::store_mla_row<kLayout, kRule, int64_t, 8, kPdl>(guard, kv, row, lane, true);
+}
+
 // The MLA kernel with its parameters pushed one line on by a pad (GuardArgs and MlaArgs in lines
 // 0x240 and 0x280 instead of 0x200 and 0x240: three lines with the first, which the memory
 // descriptor makes every kernel read): the cost of the third line (session 9, NOTES.md item 25).
@@ -315,10 +326,7 @@ struct Pad48 {
 template <MlaLayout kLayout, ScaleRule kRule = ScaleRule::kPow2>
 __global__ void __launch_bounds__(512, 3)
 padded_mla_kernel(const Pad48, const kernels::GuardArgs guard, const kernels::MlaArgs kv) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / 2) + threadIdx.y / 2;
-  const int lane = static_cast<int>(threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
-  if (row >= guard.num_tokens) return;
-  kernels::store_mla_row<kLayout, kRule, int64_t, 8, false>(guard, kv, row, lane, true);
+  exit_first_mla_row<kLayout, kRule, false>(guard, kv);
 }
 
 // The library's MLA kernel as it was before session 10: the rows past the batch exit before the
@@ -328,10 +336,7 @@ padded_mla_kernel(const Pad48, const kernels::GuardArgs guard, const kernels::Ml
 template <MlaLayout kLayout, bool kPdl, ScaleRule kRule = ScaleRule::kPow2>
 __global__ void __launch_bounds__(512, 3)
 exit_first_mla_kernel(const kernels::GuardArgs guard, const kernels::MlaArgs kv) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / 2) + threadIdx.y / 2;
-  const int lane = static_cast<int>(threadIdx.y % 2) * 32 + static_cast<int>(threadIdx.x);
-  if (row >= guard.num_tokens) return;
-  kernels::store_mla_row<kLayout, kRule, int64_t, 8, kPdl>(guard, kv, row, lane, true);
+  exit_first_mla_row<kLayout, kRule, kPdl>(guard, kv);
 }
 
 // A launch with or without PDL in the library's configuration (detail::launch_config; the
@@ -455,6 +460,17 @@ __global__ void __launch_bounds__(256) lean_kv_kernel(const kernels::GuardArgs g
   store_vec(reinterpret_cast<uint8_t*>(cache + slot * 1024 + 8 * (t & 127)), x);
 }
 
+// "a,b,c" -> {"a", "b", "c"} (--n and --only).
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> items;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    items.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return items;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -474,15 +490,13 @@ int main(int argc, char** argv) {
     if (arg.rfind("--only=", 0) == 0) only = arg.substr(7);
     if (arg.rfind("--n=", 0) == 0) {
       sizes.clear();
-      for (size_t at = 4; at < arg.size();) {
-        const size_t comma = std::min(arg.find(',', at), arg.size());
-        const int64_t n = std::stoll(arg.substr(at, comma - at));
+      for (const std::string& item : split_commas(arg.substr(4))) {
+        const int64_t n = std::stoll(item);
         if (n < 1 || n > 512) {
           std::fprintf(stderr, "probe_small_n: --n: %lld is not in [1, 512]\n", static_cast<long long>(n));
           return 1;
         }
         sizes.push_back(n);
-        at = comma + 1;
       }
     }
   }
@@ -619,11 +633,8 @@ int main(int argc, char** argv) {
     std::vector<Variant> variants;
     const auto add = [&](std::string name, std::function<void(cudaStream_t)> f) {
       bool wanted = only.empty();
-      for (size_t at = 0; !wanted && at <= only.size();) {
-        const size_t comma = std::min(only.find(',', at), only.size());
-        wanted = name.find(only.substr(at, comma - at)) != std::string::npos;
-        at = comma + 1;
-      }
+      for (const std::string& part : split_commas(only))
+        wanted = wanted || name.find(part) != std::string::npos;
       if (variants.empty() || wanted)
         variants.push_back({std::move(name), std::move(f)});
     };
