@@ -85,7 +85,12 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
                                                         int64_t{1} << a.cache.page_shift,
                                                         a.cache.page_stride, head_dim));
     store_bytes(data + kN * lane, q, a.cache.page_stride % sizeof(q) == 0);
-    if (lane % kBlockLanes == 0) scales[lane / kBlockLanes] = scale;
+    // At decode sizes (kN <= 8) every lane of a block writes the block's scale: the same value at
+    // the same address, one transaction a warp. Written from one lane, the row ended in an EXIT
+    // between the data and the scale store: 0.01-0.025x of the lean naive node slower at
+    // n <= 512, the fused kernel's index rows too (NOTES.md, item 28). kN = 16 (large batches)
+    // keeps one lane a block: there the extra stores were not measured.
+    if (kN <= 8 || lane % kBlockLanes == 0) scales[lane / kBlockLanes] = scale;
   });
 }
 
