@@ -8,14 +8,16 @@ configure_file("${PROJECT_SOURCE_DIR}/cmake/version.h.in"
 
 # One set of objects: the library (static, or shared with BUILD_SHARED_LIBS) and, for the
 # tests of a static build, a shared library from the same objects (symbol check, ctypes, C).
+# One translation unit per layout or cache type (src/instantiations/): a layout added there is
+# built without touching this list, and a 2-core build compiles two layouts at a time.
+file(GLOB CACHESTORE_INSTANTIATIONS CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/src/instantiations/*.cu")
 add_library(cachestore_objects OBJECT
   src/arch.cu
   src/c_api.cpp
-  src/fused_store_cache.cu
+  src/check.cpp
   src/status.cpp
-  src/store_index_k.cu
-  src/store_paged_kv.cu
-  src/validate.cpp)
+  src/stores.cpp
+  ${CACHESTORE_INSTANTIATIONS})
 target_include_directories(cachestore_objects
   PUBLIC
     "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>"

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "gpu_presence.h"
 #include "naive_scatter.cuh"
 
 namespace {
@@ -21,8 +22,10 @@ constexpr int64_t kBatch = 32, kDim = 128, kSlots = 4096;
 
 int main() {
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "padded_replay_demo: no CUDA device here; it needs a GPU.\n");
+  const cudaError_t found = cudaGetDeviceCount(&devices);
+  if (found != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "padded_replay_demo: %s; it needs a GPU.\n",
+                 cachestore::test::gpu_absence_of(found).reason.c_str());
     return 2;
   }
   cudaDeviceProp prop;

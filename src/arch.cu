@@ -36,15 +36,16 @@ Status probe(int device, ArchInfo* out) {
   out->sm_count = sms;
   out->device.binary_version = attributes.binaryVersion;
   out->device.ptx_version = attributes.ptxVersion;
+  // Newest first: the policy of the image that runs.
   if (attributes.ptxVersion >= 100 && attributes.binaryVersion >= 100) {
     out->device.path = KernelPath::kBlackwell;
-    out->policy = kBlackwellPolicy;
+    out->policy = tuning::kBlackwellPolicy;
   } else if (attributes.ptxVersion >= 90) {
     out->device.path = KernelPath::kHopper;
-    out->policy = kHopperPolicy;
+    out->policy = tuning::kHopperPolicy;
   } else {
     out->device.path = KernelPath::kPortable;
-    out->policy = kPortablePolicy;
+    out->policy = tuning::kPortablePolicy;
   }
   // griddepcontrol is compiled in only for images built for compute_90 and newer.
   out->pdl = attributes.ptxVersion >= 90;

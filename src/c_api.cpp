@@ -2,9 +2,11 @@
 #include "cachestore/cachestore_c.h"
 
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 
 #include "cachestore/cachestore.h"
+#include "cachestore/layout.h"
 #include "detail/status.h"
 
 namespace cs = cachestore;
@@ -29,20 +31,64 @@ cachestore_slots_t c_slots(const void* data, int32_t type, int64_t reserved) {
 
 cachestore_status_t to_c(cs::Status s) { return static_cast<cachestore_status_t>(s); }
 
-// The versioned-struct rule of cachestore_c.h: a caller's struct of `struct_size` bytes is
-// copied over a zeroed T (fields it lacks keep their zero defaults); bytes past sizeof(T), which
-// a newer header added, must be zero.
+// The struct sizes each released cachestore_c.h had, oldest first (the versioned-struct rule:
+// only these sizes, or larger ones from a newer header, are read).
+template <typename T>
+struct ReleasedSizes;
+template <>
+struct ReleasedSizes<cachestore_index_k_bf16_params_t> {
+  static constexpr uint32_t kSizes[] = {112};  // 0.2
+};
+template <>
+struct ReleasedSizes<cachestore_index_k_fp8_params_t> {
+  static constexpr uint32_t kSizes[] = {120};  // 0.2
+};
+template <>
+struct ReleasedSizes<cachestore_index_k_fp4_params_t> {
+  static constexpr uint32_t kSizes[] = {120};  // 0.3
+};
+template <>
+struct ReleasedSizes<cachestore_fused_store_params_t> {
+  static constexpr uint32_t kSizes[] = {224, 272};  // 0.2; 0.3 appended the fp4 index-K
+};
+template <>
+struct ReleasedSizes<cachestore_paged_kv_params_t> {
+  static constexpr uint32_t kSizes[] = {248};  // 0.2
+};
+
+template <typename T>
+constexpr bool sizes_end_at_current() {
+  constexpr auto& sizes = ReleasedSizes<T>::kSizes;
+  return sizes[sizeof sizes / sizeof sizes[0] - 1] == sizeof(T);
+}
+static_assert(sizes_end_at_current<cachestore_index_k_bf16_params_t>() &&
+                  sizes_end_at_current<cachestore_index_k_fp8_params_t>() &&
+                  sizes_end_at_current<cachestore_index_k_fp4_params_t>() &&
+                  sizes_end_at_current<cachestore_fused_store_params_t>() &&
+                  sizes_end_at_current<cachestore_paged_kv_params_t>(),
+              "a struct that grows appends its new size to ReleasedSizes");
+
+// The versioned-struct rule of cachestore_c.h: struct_size first; a released size is copied
+// over a zeroed T (fields it lacks keep their zero defaults); a larger size, from a newer
+// header, must have zeros in the bytes this library does not know; any other size is refused.
 template <typename T>
 cs::Status read_params(const T* params, const char* name, T* out) {
   if (params == nullptr)
     return cs::detail::fail(cs::Status::kErrorInvalidArgument, "%s is null", name);
   uint32_t size = 0;
   std::memcpy(&size, params, sizeof size);
-  constexpr uint32_t kMinimum = offsetof(T, num_tokens) + sizeof(int64_t);
-  if (size < kMinimum)
+  bool released = size > sizeof(T);
+  for (const uint32_t s : ReleasedSizes<T>::kSizes) released = released || size == s;
+  if (!released) {
+    char list[64] = "";
+    size_t used = 0;
+    for (const uint32_t s : ReleasedSizes<T>::kSizes)
+      used += std::snprintf(list + used, sizeof list - used, "%s%u", used ? ", " : "", s);
     return cs::detail::fail(cs::Status::kErrorInvalidArgument,
-                            "%s->struct_size = %u: set it to sizeof the struct "
-                            "(CACHESTORE_PARAMS_INIT)", name, size);
+                            "%s->struct_size = %u: not a size of this struct in any release of "
+                            "cachestore_c.h (%s); set it to sizeof the struct "
+                            "(CACHESTORE_PARAMS_INIT)", name, size, list);
+  }
   const auto* bytes = reinterpret_cast<const unsigned char*>(params);
   for (uint32_t i = sizeof(T); i < size; ++i)
     if (bytes[i] != 0)
@@ -52,6 +98,22 @@ cs::Status read_params(const T* params, const char* name, T* out) {
   std::memset(out, 0, sizeof(T));
   std::memcpy(out, params, size < sizeof(T) ? size : sizeof(T));
   return cs::Status::kSuccess;
+}
+
+// An output struct of the versioned rule: `value` written over the caller's struct_size bytes.
+template <typename T>
+cs::Status write_info(T value, T* out, const char* name) {
+  if (out == nullptr)
+    return cs::detail::fail(cs::Status::kErrorInvalidArgument, "%s is null", name);
+  uint32_t size = 0;
+  std::memcpy(&size, out, sizeof size);
+  if (size < sizeof(uint32_t) + sizeof(int32_t))
+    return cs::detail::fail(cs::Status::kErrorInvalidArgument,
+                            "%s->struct_size = %u: set it to sizeof the struct "
+                            "(CACHESTORE_PARAMS_INIT)", name, size);
+  value.struct_size = size < sizeof(T) ? size : static_cast<uint32_t>(sizeof(T));
+  std::memcpy(out, &value, value.struct_size);
+  return cs::detail::succeed();
 }
 
 template <typename T>
@@ -74,26 +136,110 @@ cs::IndexKFp4Cache cache_of(const cachestore_index_k_fp4_cache_t& c) {
           static_cast<cs::Fp4Ties>(c.ties)};
 }
 
-#define CACHESTORE_READ_PARAMS(type, params, local)                                  \
-  type local;                                                                        \
-  do {                                                                               \
-    const cs::Status read_status_ = read_params(params, "params", &local);           \
-    if (read_status_ != cs::Status::kSuccess) return to_c(read_status_);             \
-  } while (0)
+// The C++ params of each C struct (read_params has read it).
+template <typename C, typename Params>
+void common_fields(const C& c, Params* p) {
+  p->batch = batch_of(c);
+  p->launch.enable_pdl = c.enable_pdl != 0;
+}
 
-// The paged index-K entry points (fp8 and fp4): the same fields, each with its own cache struct.
-template <typename Params, typename CParams>
-cachestore_status_t store_index_k_paged(const CParams* params, void* stream,
-                                        cs::Status (*store)(const Params&, cudaStream_t)) {
-  CACHESTORE_READ_PARAMS(CParams, params, c);
+cs::IndexKBf16Params to_cpp(const cachestore_index_k_bf16_params_t& c) {
+  cs::IndexKBf16Params p;
+  common_fields(c, &p);
+  p.slots = slots_of(c.slots);
+  p.k = c.k;
+  p.k_row_stride = c.k_row_stride;
+  p.cache = c.cache;
+  p.cache_row_stride = c.cache_row_stride;
+  p.num_slots = c.num_slots;
+  p.head_dim = c.head_dim;
+  return p;
+}
+
+// The paged index-K params (fp8 and fp4): the same fields, each with its own cache struct.
+template <typename Params, typename C>
+Params paged_index_k(const C& c) {
   Params p;
-  p.batch = batch_of(c);
+  common_fields(c, &p);
   p.slots = slots_of(c.slots);
   p.k = c.k;
   p.k_row_stride = c.k_row_stride;
   p.cache = cache_of(c.cache);
-  p.launch.enable_pdl = c.enable_pdl != 0;
-  return to_c(store(p, static_cast<cudaStream_t>(stream)));
+  return p;
+}
+cs::IndexKFp8Params to_cpp(const cachestore_index_k_fp8_params_t& c) {
+  return paged_index_k<cs::IndexKFp8Params>(c);
+}
+cs::IndexKFp4Params to_cpp(const cachestore_index_k_fp4_params_t& c) {
+  return paged_index_k<cs::IndexKFp4Params>(c);
+}
+
+cs::FusedStoreParams to_cpp(const cachestore_fused_store_params_t& c) {
+  cs::FusedStoreParams p;
+  common_fields(c, &p);
+  p.kv_slots = slots_of(c.kv_slots);
+  p.nope = c.nope;
+  p.nope_row_stride = c.nope_row_stride;
+  p.rope = c.rope;
+  p.rope_row_stride = c.rope_row_stride;
+  p.kv_cache = {static_cast<cs::MlaLayout>(c.layout), c.kv_cache, c.kv_num_pages, c.kv_page_size,
+                c.kv_page_stride_bytes, static_cast<cs::ScaleRule>(c.kv_scale_rule)};
+  if (c.index_k != nullptr) {
+    p.index_k = c.index_k;
+    p.index_k_row_stride = c.index_k_row_stride;
+    p.index_slots = slots_of(c.index_slots);
+    p.index_format = static_cast<cs::IndexKFormat>(c.index_format);
+    p.index_cache = cache_of(c.index_cache);
+    p.index_fp4_cache = cache_of(c.index_fp4_cache);
+  }
+  return p;
+}
+
+cs::PagedKvParams to_cpp(const cachestore_paged_kv_params_t& c) {
+  cs::PagedKvParams p;
+  common_fields(c, &p);
+  p.slots = slots_of(c.slots);
+  p.num_heads = c.num_heads;
+  p.input_type = static_cast<cs::KvDataType>(c.input_type);
+  p.cache_type = static_cast<cs::KvCacheType>(c.cache_type);
+  p.num_pages = c.num_pages;
+  p.page_size = c.page_size;
+  const auto side = [](const cachestore_kv_side_t& s, cs::KvInput* in, cs::KvCacheView* cache) {
+    *in = {s.data, s.token_stride, s.head_stride, s.head_dim};
+    *cache = {s.cache, s.page_stride, s.entry_stride, s.cache_head_stride, s.scale, s.scale_stride};
+  };
+  side(c.k, &p.k, &p.k_cache);
+  if (c.v.data != nullptr) side(c.v, &p.v, &p.v_cache);
+  return p;
+}
+
+// `f(params)` (a store or a check) on the C++ params of a versioned C struct.
+template <typename C, typename F>
+cachestore_status_t with_params(const C* params, F&& f) {
+  C c;
+  const cs::Status read = read_params(params, "params", &c);
+  if (read != cs::Status::kSuccess) return to_c(read);
+  return to_c(f(to_cpp(c)));
+}
+
+template <typename C, typename Params>
+cachestore_status_t store(const C* params, void* stream,
+                          cs::Status (*store_fn)(const Params&, cudaStream_t)) {
+  return with_params(params, [&](const Params& p) {
+    return store_fn(p, static_cast<cudaStream_t>(stream));
+  });
+}
+
+template <typename C>
+cachestore_status_t check(const C* params) {
+  return with_params(params, [](const auto& p) { return cs::check(p); });
+}
+
+cs::Status table_id(int32_t id, int32_t count, const char* what) {
+  if (id < 0 || id >= count)
+    return cs::detail::fail(cs::Status::kErrorInvalidArgument,
+                            "%s = %d: not in the layout table (0 .. %d)", what, id, count - 1);
+  return cs::Status::kSuccess;
 }
 
 }  // namespace
@@ -122,7 +268,7 @@ cachestore_status_t cachestore_query_device(int32_t device, int32_t* path,
   return CACHESTORE_SUCCESS;
 }
 
-// The frozen round-1 functions: their arguments in the versioned structs.
+// The frozen flat-argument functions (0.1): their arguments in the versioned structs.
 cachestore_status_t cachestore_store_index_k_bf16(
     int64_t num_tokens, const int32_t* num_tokens_non_padded, void* diagnostics,
     const void* slot_mapping, int32_t slot_type, int64_t reserved_slot, const void* k,
@@ -187,73 +333,140 @@ cachestore_status_t cachestore_fused_store_cache(
 
 cachestore_status_t cachestore_store_index_k_bf16_v2(const cachestore_index_k_bf16_params_t* params,
                                                      void* stream) {
-  CACHESTORE_READ_PARAMS(cachestore_index_k_bf16_params_t, params, c);
-  cs::IndexKBf16Params p;
-  p.batch = batch_of(c);
-  p.slots = slots_of(c.slots);
-  p.k = c.k;
-  p.k_row_stride = c.k_row_stride;
-  p.cache = c.cache;
-  p.cache_row_stride = c.cache_row_stride;
-  p.num_slots = c.num_slots;
-  p.head_dim = c.head_dim;
-  p.launch.enable_pdl = c.enable_pdl != 0;
-  return to_c(cs::store_index_k_bf16(p, static_cast<cudaStream_t>(stream)));
+  return store(params, stream, cs::store_index_k_bf16);
 }
 
 cachestore_status_t cachestore_store_index_k_fp8_v2(const cachestore_index_k_fp8_params_t* params,
                                                     void* stream) {
-  return store_index_k_paged<cs::IndexKFp8Params>(params, stream, cs::store_index_k_fp8);
+  return store(params, stream, cs::store_index_k_fp8);
 }
 
 cachestore_status_t cachestore_store_index_k_fp4(const cachestore_index_k_fp4_params_t* params,
                                                  void* stream) {
-  return store_index_k_paged<cs::IndexKFp4Params>(params, stream, cs::store_index_k_fp4);
+  return store(params, stream, cs::store_index_k_fp4);
 }
 
 cachestore_status_t cachestore_fused_store_cache_v2(const cachestore_fused_store_params_t* params,
                                                     void* stream) {
-  CACHESTORE_READ_PARAMS(cachestore_fused_store_params_t, params, c);
-  cs::FusedStoreParams p;
-  p.batch = batch_of(c);
-  p.kv_slots = slots_of(c.kv_slots);
-  p.nope = c.nope;
-  p.nope_row_stride = c.nope_row_stride;
-  p.rope = c.rope;
-  p.rope_row_stride = c.rope_row_stride;
-  p.kv_cache = {static_cast<cs::MlaLayout>(c.layout), c.kv_cache, c.kv_num_pages, c.kv_page_size,
-                c.kv_page_stride_bytes, static_cast<cs::ScaleRule>(c.kv_scale_rule)};
-  if (c.index_k != nullptr) {
-    p.index_k = c.index_k;
-    p.index_k_row_stride = c.index_k_row_stride;
-    p.index_slots = slots_of(c.index_slots);
-    p.index_format = static_cast<cs::IndexKFormat>(c.index_format);
-    p.index_cache = cache_of(c.index_cache);
-    p.index_fp4_cache = cache_of(c.index_fp4_cache);
-  }
-  p.launch.enable_pdl = c.enable_pdl != 0;
-  return to_c(cs::fused_store_cache(p, static_cast<cudaStream_t>(stream)));
+  return store(params, stream, cs::fused_store_cache);
 }
 
 cachestore_status_t cachestore_store_paged_kv(const cachestore_paged_kv_params_t* params,
                                               void* stream) {
-  CACHESTORE_READ_PARAMS(cachestore_paged_kv_params_t, params, c);
-  cs::PagedKvParams p;
-  p.batch = batch_of(c);
-  p.slots = slots_of(c.slots);
-  p.num_heads = c.num_heads;
-  p.input_type = static_cast<cs::KvDataType>(c.input_type);
-  p.cache_type = static_cast<cs::KvCacheType>(c.cache_type);
-  p.num_pages = c.num_pages;
-  p.page_size = c.page_size;
-  const auto side = [](const cachestore_kv_side_t& s, cs::KvInput* in, cs::KvCacheView* cache) {
-    *in = {s.data, s.token_stride, s.head_stride, s.head_dim};
-    *cache = {s.cache, s.page_stride, s.entry_stride, s.cache_head_stride, s.scale, s.scale_stride};
-  };
-  side(c.k, &p.k, &p.k_cache);
-  if (c.v.data != nullptr) side(c.v, &p.v, &p.v_cache);
-  p.launch.enable_pdl = c.enable_pdl != 0;
-  return to_c(cs::store_paged_kv(p, static_cast<cudaStream_t>(stream)));
+  return store(params, stream, cs::store_paged_kv);
+}
+
+cachestore_status_t cachestore_check_index_k_bf16(const cachestore_index_k_bf16_params_t* params) {
+  return check(params);
+}
+cachestore_status_t cachestore_check_index_k_fp8(const cachestore_index_k_fp8_params_t* params) {
+  return check(params);
+}
+cachestore_status_t cachestore_check_index_k_fp4(const cachestore_index_k_fp4_params_t* params) {
+  return check(params);
+}
+cachestore_status_t cachestore_check_fused_store_cache(
+    const cachestore_fused_store_params_t* params) {
+  return check(params);
+}
+cachestore_status_t cachestore_check_paged_kv(const cachestore_paged_kv_params_t* params) {
+  return check(params);
+}
+
+cachestore_status_t cachestore_mla_layout_info(int32_t layout,
+                                               cachestore_mla_layout_info_t* info) {
+  const cs::Status id = table_id(layout, cs::layout::kNumMlaLayouts, "layout");
+  if (id != cs::Status::kSuccess) return to_c(id);
+  const cs::layout::MlaLayoutInfo& l = cs::layout::kMlaLayouts[layout];
+  cachestore_mla_layout_info_t out{};
+  out.layout = layout;
+  out.name = l.name;
+  out.nope_dim = l.nope_dim;
+  out.rope_dim = cs::layout::kRopeDim;
+  out.quantized_values = l.quantized_values;
+  out.tile = l.tile;
+  out.value_encoding = static_cast<int32_t>(l.values);
+  out.scale_encoding = static_cast<int32_t>(l.scales);
+  out.rope_quantized = l.rope_quantized ? 1 : 0;
+  out.scale_rule_use = static_cast<int32_t>(l.scale_rule);
+  out.data_row_bytes = l.rows.data_row;
+  out.scale_row_bytes = cs::layout::scale_row_bytes(l.rows);
+  out.page_round_bytes = l.rows.page_round;
+  return to_c(write_info(out, info, "info"));
+}
+
+cachestore_status_t cachestore_index_k_format_info(int32_t format,
+                                                   cachestore_index_k_format_info_t* info) {
+  const cs::Status id = table_id(format, cs::layout::kNumIndexKFormats, "format");
+  if (id != cs::Status::kSuccess) return to_c(id);
+  const cs::layout::IndexKFormatInfo& f = cs::layout::kIndexKFormats[format];
+  cachestore_index_k_format_info_t out{};
+  out.format = format;
+  out.name = f.name;
+  out.group = f.group;
+  out.max_head_dim = f.max_head_dim;
+  out.value_encoding = static_cast<int32_t>(f.values);
+  out.scale_encoding = static_cast<int32_t>(f.scales);
+  out.scale_bytes = f.scale_bytes;
+  out.values_per_byte = f.values_per_byte;
+  return to_c(write_info(out, info, "info"));
+}
+
+cachestore_status_t cachestore_kv_cache_type_info(int32_t cache_type,
+                                                  cachestore_kv_cache_type_info_t* info) {
+  const cs::Status id = table_id(cache_type, cs::layout::kNumKvCacheTypes, "cache_type");
+  if (id != cs::Status::kSuccess) return to_c(id);
+  const cs::layout::KvCacheTypeInfo& t = cs::layout::kKvCacheTypes[cache_type];
+  cachestore_kv_cache_type_info_t out{};
+  out.cache_type = cache_type;
+  out.name = t.name;
+  out.element_bytes = t.element_bytes;
+  out.scaled = t.scaled ? 1 : 0;
+  out.head_dim_multiple = t.head_dim_multiple;
+  return to_c(write_info(out, info, "info"));
+}
+
+cachestore_status_t cachestore_mla_min_page_stride(int32_t layout, int32_t page_size,
+                                                   int64_t* bytes) {
+  const cs::Status id = table_id(layout, cs::layout::kNumMlaLayouts, "layout");
+  if (id != cs::Status::kSuccess) return to_c(id);
+  if (page_size < 1 || bytes == nullptr)
+    return to_c(cs::detail::fail(cs::Status::kErrorInvalidArgument,
+                                 "page_size = %d: must be >= 1, and bytes not null", page_size));
+  *bytes = cs::layout::min_page_stride(cs::layout::kMlaLayouts[layout].rows, page_size);
+  return to_c(cs::detail::succeed());
+}
+
+cachestore_status_t cachestore_index_k_min_page_stride(int32_t format, int32_t page_size,
+                                                       int32_t head_dim, int64_t* bytes) {
+  const cs::Status id = table_id(format, cs::layout::kNumIndexKFormats, "format");
+  if (id != cs::Status::kSuccess) return to_c(id);
+  const cs::layout::IndexKFormatInfo& f = cs::layout::kIndexKFormats[format];
+  if (page_size < 1 || bytes == nullptr || head_dim <= 0 || head_dim % f.group != 0)
+    return to_c(cs::detail::fail(cs::Status::kErrorInvalidArgument,
+                                 "page_size = %d, head_dim = %d: page_size >= 1, head_dim a "
+                                 "positive multiple of %d, and bytes not null",
+                                 page_size, head_dim, f.group));
+  *bytes = cs::layout::min_page_stride(cs::layout::index_k_rows(f, head_dim), page_size);
+  return to_c(cs::detail::succeed());
 }
 
 }  // extern "C"
+
+// The C spellings of the layout table's enums.
+static_assert(CACHESTORE_MLA_V4 == static_cast<int>(cs::MlaLayout::kV4) &&
+                  CACHESTORE_MLA_V32 == static_cast<int>(cs::MlaLayout::kV32) &&
+                  CACHESTORE_MLA_V41 == static_cast<int>(cs::MlaLayout::kV41) &&
+                  CACHESTORE_MLA_V41_FP4 == static_cast<int>(cs::MlaLayout::kV41Fp4),
+              "MLA layout ids");
+static_assert(CACHESTORE_INDEX_K_FP8 == static_cast<int>(cs::IndexKFormat::kFp8) &&
+                  CACHESTORE_INDEX_K_FP4 == static_cast<int>(cs::IndexKFormat::kFp4),
+              "index-K format ids");
+static_assert(CACHESTORE_KV_CACHE_AUTO == static_cast<int>(cs::KvCacheType::kAuto) &&
+                  CACHESTORE_KV_CACHE_FP8_E4M3 == static_cast<int>(cs::KvCacheType::kFp8E4m3) &&
+                  CACHESTORE_KV_CACHE_FP8_E5M2 == static_cast<int>(cs::KvCacheType::kFp8E5m2),
+              "KV cache type ids");
+static_assert(CACHESTORE_ENCODING_UE8M0 == static_cast<int>(cs::layout::Encoding::kUe8m0) &&
+                  CACHESTORE_ENCODING_E2M1 == static_cast<int>(cs::layout::Encoding::kE2m1) &&
+                  CACHESTORE_RULE_FIXED == static_cast<int>(cs::layout::RuleUse::kFixed),
+              "encoding and rule-use ids");

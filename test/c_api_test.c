@@ -176,6 +176,98 @@ int main(void) {
     bf16.num_tokens = -1;
     EXPECT(cachestore_store_index_k_bf16_v2(&bf16, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
     EXPECT(strstr(cachestore_last_error_message(), "batch.num_tokens") != NULL);
+
+    /* struct_size is read first: a size no release had is refused naming it, whatever else the
+     * struct holds (a paged K/V struct cut before its V fields never stores K only; an fp8 one
+     * cut before its rule never switches the rule). */
+    {
+      const uint32_t bad_kv[] = {16, 24, 120, 247, 0};
+      const uint32_t bad_fused[] = {16, 200, 223, 225, 240, 271, 0};
+      int i;
+      CACHESTORE_PARAMS_INIT(kv);
+      for (i = 0; bad_kv[i] != 0; ++i) {
+        kv.struct_size = bad_kv[i];
+        EXPECT(cachestore_store_paged_kv(&kv, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+        EXPECT(strstr(cachestore_last_error_message(), "struct_size") != NULL);
+        EXPECT(cachestore_check_paged_kv(&kv) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+        EXPECT(strstr(cachestore_last_error_message(), "struct_size") != NULL);
+      }
+      fp8.struct_size = 112; /* the bf16 struct's size, never the fp8 one's */
+      EXPECT(cachestore_store_index_k_fp8_v2(&fp8, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+      EXPECT(strstr(cachestore_last_error_message(), "struct_size") != NULL);
+      for (i = 0; bad_fused[i] != 0; ++i) {
+        fused.struct_size = bad_fused[i];
+        EXPECT(cachestore_fused_store_cache_v2(&fused, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+        EXPECT(strstr(cachestore_last_error_message(), "struct_size") != NULL);
+      }
+      /* The two released fused sizes are read: the 0.2 one without the fp4 fields (index_format
+       * then reads as fp8, whose cache is the zero struct: its head dim is named). */
+      fused.struct_size = 224;
+      EXPECT(cachestore_fused_store_cache_v2(&fused, NULL) == CACHESTORE_ERROR_NOT_SUPPORTED);
+      EXPECT(strstr(cachestore_last_error_message(), "index_cache.head_dim") != NULL);
+      fused.struct_size = 272;
+      EXPECT(cachestore_fused_store_cache_v2(&fused, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+      EXPECT(strstr(cachestore_last_error_message(), "index_fp4_cache.ties") != NULL);
+      fused.index_fp4_cache.ties = CACHESTORE_FP4_TIES_TOWARD_ZERO;
+      EXPECT(cachestore_check_fused_store_cache(&fused) == CACHESTORE_SUCCESS);
+      EXPECT(cachestore_check_index_k_fp8(NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+      CACHESTORE_PARAMS_INIT(fp8);
+      EXPECT(cachestore_check_index_k_fp8(&fp8) == CACHESTORE_ERROR_NOT_SUPPORTED);
+      EXPECT(strstr(cachestore_last_error_message(), "cache.head_dim") != NULL);
+      CACHESTORE_PARAMS_INIT(bf16);
+      bf16.head_dim = 128; /* an empty batch of a valid shape: nothing to refuse */
+      bf16.k_row_stride = 128;
+      bf16.cache_row_stride = 128;
+      EXPECT(cachestore_check_index_k_bf16(&bf16) == CACHESTORE_SUCCESS);
+      CACHESTORE_PARAMS_INIT(fp4);
+      EXPECT(cachestore_check_index_k_fp4(&fp4) == CACHESTORE_ERROR_NOT_SUPPORTED);
+    }
+  }
+
+  /* The layout table, as bindings read it. */
+  {
+    cachestore_mla_layout_info_t mla;
+    cachestore_index_k_format_info_t index;
+    cachestore_kv_cache_type_info_t kv_type;
+    int64_t bytes = 0;
+    int32_t id, count = 0;
+    const char* names[] = {"v4", "v32", "v41", "v41_fp4"};
+    const int64_t token_bytes[] = {584, 656, 528, 288};
+    for (id = 0;; ++id) {
+      CACHESTORE_PARAMS_INIT(mla);
+      if (cachestore_mla_layout_info(id, &mla) != CACHESTORE_SUCCESS) break;
+      EXPECT(id < 4 && strcmp(mla.name, names[id]) == 0);
+      EXPECT(id < 4 && mla.data_row_bytes + mla.scale_row_bytes == token_bytes[id]);
+      EXPECT(mla.layout == id && mla.rope_dim == 64 && mla.struct_size == sizeof mla);
+      ++count;
+    }
+    EXPECT(count == 4);
+    EXPECT(strstr(cachestore_last_error_message(), "layout = 4") != NULL);
+    EXPECT(cachestore_mla_min_page_stride(CACHESTORE_MLA_V4, 64, &bytes) == CACHESTORE_SUCCESS &&
+           bytes == 37440);
+    EXPECT(cachestore_mla_min_page_stride(CACHESTORE_MLA_V41_FP4, 64, &bytes) ==
+               CACHESTORE_SUCCESS && bytes == 18432);
+    EXPECT(cachestore_mla_min_page_stride(CACHESTORE_MLA_V32, 0, &bytes) ==
+           CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(cachestore_index_k_min_page_stride(CACHESTORE_INDEX_K_FP8, 64, 128, &bytes) ==
+               CACHESTORE_SUCCESS && bytes == 8448);
+    EXPECT(cachestore_index_k_min_page_stride(CACHESTORE_INDEX_K_FP4, 64, 128, &bytes) ==
+               CACHESTORE_SUCCESS && bytes == 4352);
+    EXPECT(cachestore_index_k_min_page_stride(CACHESTORE_INDEX_K_FP8, 64, 100, &bytes) ==
+           CACHESTORE_ERROR_INVALID_ARGUMENT);
+    CACHESTORE_PARAMS_INIT(index);
+    EXPECT(cachestore_index_k_format_info(CACHESTORE_INDEX_K_FP4, &index) == CACHESTORE_SUCCESS &&
+           strcmp(index.name, "fp4") == 0 && index.group == 32 && index.values_per_byte == 2);
+    EXPECT(cachestore_index_k_format_info(2, &index) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    CACHESTORE_PARAMS_INIT(kv_type);
+    EXPECT(cachestore_kv_cache_type_info(CACHESTORE_KV_CACHE_FP8_E5M2, &kv_type) ==
+               CACHESTORE_SUCCESS && strcmp(kv_type.name, "fp8_e5m2") == 0 && kv_type.scaled);
+    /* An older caller's shorter info struct gets only the bytes it has. */
+    memset(&mla, 0xee, sizeof mla);
+    mla.struct_size = (uint32_t)offsetof(cachestore_mla_layout_info_t, nope_dim);
+    EXPECT(cachestore_mla_layout_info(CACHESTORE_MLA_V32, &mla) == CACHESTORE_SUCCESS);
+    EXPECT(mla.struct_size == offsetof(cachestore_mla_layout_info_t, nope_dim) &&
+           strcmp(mla.name, "v32") == 0 && mla.nope_dim == (int32_t)0xeeeeeeee);
   }
 
   s = cachestore_query_device(0, NULL, NULL, NULL);

@@ -29,11 +29,20 @@ required = ["cachestore_store_index_k_bf16", "cachestore_store_index_k_fp8",
             "cachestore_last_error_message", "cachestore_query_device",
             "cachestore_store_index_k_bf16_v2", "cachestore_store_index_k_fp8_v2",
             "cachestore_fused_store_cache_v2", "cachestore_store_paged_kv",
-            "cachestore_store_index_k_fp4"]
+            "cachestore_store_index_k_fp4", "cachestore_check_index_k_bf16",
+            "cachestore_check_index_k_fp8", "cachestore_check_index_k_fp4",
+            "cachestore_check_fused_store_cache", "cachestore_check_paged_kv",
+            "cachestore_mla_layout_info", "cachestore_index_k_format_info",
+            "cachestore_kv_cache_type_info", "cachestore_mla_min_page_stride",
+            "cachestore_index_k_min_page_stride"]
 missing = [r for r in required if r not in api]
 missing += [f for f in ("store_index_k_bf16", "store_index_k_fp8", "store_index_k_fp4",
                                       "fused_store_cache", "store_paged_kv")
             if not any(a.startswith(f"cachestore::{f}(") for a in api)]
+missing += [f"cachestore::check({p} const&)" for p in ("cachestore::IndexKBf16Params",
+            "cachestore::IndexKFp8Params", "cachestore::IndexKFp4Params",
+            "cachestore::FusedStoreParams", "cachestore::PagedKvParams")
+            if f"cachestore::check({p} const&)" not in api]
 if bad or missing:
     print(f"FAILED: {len(bad)} symbols outside the API: {bad[:20]}; missing: {missing}")
     sys.exit(1)

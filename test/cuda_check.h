@@ -1,4 +1,4 @@
-// For the programs outside GoogleTest (demo, bench_store, probe_small_n): a failed CUDA call
+// For the programs outside GoogleTest (demo, bench_store): a failed CUDA call
 // prints where and why, and ends the program; a plain device allocation that cannot fail quietly.
 #pragma once
 

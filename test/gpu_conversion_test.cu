@@ -15,7 +15,8 @@
 
 #include "detail/scale_rules.h"
 #include "gpu_support.cuh"
-#include "kernels/common.cuh"
+#include "kernels/core/bf16_values.cuh"
+#include "kernels/core/ue8m0.cuh"
 #include "reference/conversions.h"
 
 namespace cachestore::test {

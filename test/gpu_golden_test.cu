@@ -11,6 +11,16 @@ namespace {
 
 constexpr int32_t kPage = 64;
 
+// Slot s's record as the golden files hold it: its data row, then its scale row (none for a
+// one-record layout), read from a cache of `stride`-byte pages of kPage slots.
+void append_record(const std::vector<uint8_t>& cache, const layout::PagedRows& rows, int64_t s,
+                   int64_t stride, std::vector<uint8_t>* out) {
+  const uint8_t* d = &cache[layout::data_offset(rows, s / kPage, s % kPage, stride)];
+  const uint8_t* sc = &cache[layout::scale_offset(rows, s / kPage, s % kPage, kPage, stride)];
+  out->insert(out->end(), d, d + rows.data_row);
+  out->insert(out->end(), sc, sc + layout::scale_row_bytes(rows));
+}
+
 class GoldenTest : public GpuTest {
  protected:
   void SetUp() override {
@@ -29,7 +39,7 @@ class GoldenTest : public GpuTest {
   SlotMapping slots() const { return {thrust::raw_pointer_cast(d_slots_.data()), SlotType::kInt64}; }
 
   IndexKFp8Cache index_cache(thrust::device_vector<uint8_t>& buffer, ScaleRule rule) const {
-    const int64_t stride = layout::index_k_fp8_min_page_stride(kPage, 128);
+    const int64_t stride = layout::min_page_stride(IndexKFormat::kFp8, kPage, 128);
     buffer.assign(pages_ * stride, kPoison);
     return {thrust::raw_pointer_cast(buffer.data()), pages_, kPage, stride, 128, rule};
   }
@@ -37,14 +47,9 @@ class GoldenTest : public GpuTest {
   std::vector<uint8_t> index_records(const thrust::device_vector<uint8_t>& buffer) const {
     std::vector<uint8_t> cache(buffer.size()), out;
     thrust::copy(buffer.begin(), buffer.end(), cache.begin());
-    const int64_t stride = layout::index_k_fp8_min_page_stride(kPage, 128);
-    for (int64_t s : slots_) {
-      const uint8_t* d = &cache[layout::index_k_fp8_data_offset(s / kPage, s % kPage, stride, 128)];
-      const uint8_t* sc =
-          &cache[layout::index_k_fp8_scale_offset(s / kPage, s % kPage, kPage, stride, 128)];
-      out.insert(out.end(), d, d + 128);
-      out.insert(out.end(), sc, sc + 4);
-    }
+    const int64_t stride = layout::min_page_stride(IndexKFormat::kFp8, kPage, 128);
+    for (int64_t s : slots_)
+      append_record(cache, layout::index_k_rows(IndexKFormat::kFp8, 128), s, stride, &out);
     return out;
   }
 
@@ -75,14 +80,14 @@ TEST_F(GoldenTest, IndexKFp8BothRules) {
 TEST_F(GoldenTest, MlaV4AndV32WithFusedIndexK) {
   for (MlaLayout layout_kind : {MlaLayout::kV4, MlaLayout::kV32}) {
     const bool v4 = layout_kind == MlaLayout::kV4;
-    const int64_t stride = v4 ? layout::v4_min_page_stride(kPage) : layout::v32_min_page_stride(kPage);
+    const int64_t stride = v4 ? layout::min_page_stride(MlaLayout::kV4, kPage) : layout::min_page_stride(MlaLayout::kV32, kPage);
     thrust::device_vector<uint8_t> kv(pages_ * stride, kPoison), index_buffer;
     FusedStoreParams p;
     p.batch = batch();
     p.kv_slots = slots();
     p.nope = input(0);
     p.nope_row_stride = kGoldenCols;
-    p.rope = input(v4 ? layout::kV4NopeDim : layout::kV32NopeDim);
+    p.rope = input(v4 ? layout::mla_layout(MlaLayout::kV4).nope_dim : layout::mla_layout(MlaLayout::kV32).nope_dim);
     p.rope_row_stride = kGoldenCols;
     p.kv_cache = {layout_kind, thrust::raw_pointer_cast(kv.data()), pages_, kPage, stride,
                   v4 ? ScaleRule::kPow2 : ScaleRule::kAmax};
@@ -95,17 +100,8 @@ TEST_F(GoldenTest, MlaV4AndV32WithFusedIndexK) {
 
     std::vector<uint8_t> cache(kv.size()), records;
     thrust::copy(kv.begin(), kv.end(), cache.begin());
-    for (int64_t s : slots_) {
-      if (v4) {
-        const uint8_t* d = &cache[layout::v4_data_offset(s / kPage, s % kPage, stride)];
-        const uint8_t* sc = &cache[layout::v4_scale_offset(s / kPage, s % kPage, kPage, stride)];
-        records.insert(records.end(), d, d + 576);
-        records.insert(records.end(), sc, sc + 8);
-      } else {
-        const uint8_t* r = &cache[layout::v32_record_offset(s / kPage, s % kPage, stride)];
-        records.insert(records.end(), r, r + 656);
-      }
-    }
+    for (int64_t s : slots_)
+      append_record(cache, layout::mla_layout(p.kv_cache.layout).rows, s, stride, &records);
     const char* file = v4 ? "mla_v4_records_256x584.bin" : "mla_v32_amax_records_256x656.bin";
     EXPECT_TRUE(bytes_equal(read_golden<uint8_t>(file, kGoldenRows * (v4 ? 584 : 656)), records, file));
     EXPECT_TRUE(bytes_equal(
@@ -119,21 +115,16 @@ std::vector<uint8_t> fp4_index_records(const thrust::device_vector<uint8_t>& buf
                                        const std::vector<int64_t>& slots) {
   std::vector<uint8_t> cache(buffer.size()), out;
   thrust::copy(buffer.begin(), buffer.end(), cache.begin());
-  const int64_t stride = layout::index_k_fp4_min_page_stride(kPage, 128);
-  for (int64_t s : slots) {
-    const uint8_t* d = &cache[layout::index_k_fp4_data_offset(s / kPage, s % kPage, stride, 128)];
-    const uint8_t* sc =
-        &cache[layout::index_k_fp4_scale_offset(s / kPage, s % kPage, kPage, stride, 128)];
-    out.insert(out.end(), d, d + 64);
-    out.insert(out.end(), sc, sc + 4);
-  }
+  const int64_t stride = layout::min_page_stride(IndexKFormat::kFp4, kPage, 128);
+  for (int64_t s : slots)
+    append_record(cache, layout::index_k_rows(IndexKFormat::kFp4, 128), s, stride, &out);
   return out;
 }
 
 TEST_F(GoldenTest, IndexKFp4BothTieRules) {
   for (auto [ties, file] : {std::pair{Fp4Ties::kToEven, "index_k_fp4_rne_records_256x68.bin"},
                             std::pair{Fp4Ties::kTowardZero, "index_k_fp4_tz_records_256x68.bin"}}) {
-    const int64_t stride = layout::index_k_fp4_min_page_stride(kPage, 128);
+    const int64_t stride = layout::min_page_stride(IndexKFormat::kFp4, kPage, 128);
     thrust::device_vector<uint8_t> buffer(pages_ * stride, kPoison);
     IndexKFp4Params p;
     p.batch = batch();
@@ -152,9 +143,8 @@ TEST_F(GoldenTest, IndexKFp4BothTieRules) {
 TEST_F(GoldenTest, MlaV41AndV41Fp4WithFusedFp4IndexK) {
   for (MlaLayout layout_kind : {MlaLayout::kV41, MlaLayout::kV41Fp4}) {
     const bool fp4 = layout_kind == MlaLayout::kV41Fp4;
-    const layout::SplitRows rows = fp4 ? layout::kV41Fp4Rows : layout::kV41Rows;
-    const int64_t stride = layout::split_min_page_stride(rows, kPage);
-    const int64_t index_stride = layout::index_k_fp4_min_page_stride(kPage, 128);
+    const int64_t stride = layout::min_page_stride(layout_kind, kPage);
+    const int64_t index_stride = layout::min_page_stride(IndexKFormat::kFp4, kPage, 128);
     thrust::device_vector<uint8_t> kv(pages_ * stride, kPoison),
         index_buffer(pages_ * index_stride, kPoison);
     const Fp4Ties ties = fp4 ? Fp4Ties::kToEven : Fp4Ties::kTowardZero;
@@ -163,7 +153,7 @@ TEST_F(GoldenTest, MlaV41AndV41Fp4WithFusedFp4IndexK) {
     p.kv_slots = slots();
     p.nope = input(0);
     p.nope_row_stride = kGoldenCols;
-    p.rope = input(layout::kV41NopeDim);
+    p.rope = input(layout::mla_layout(MlaLayout::kV41).nope_dim);
     p.rope_row_stride = kGoldenCols;
     p.kv_cache = {layout_kind, thrust::raw_pointer_cast(kv.data()), pages_, kPage, stride,
                   ScaleRule::kPow2};
@@ -178,13 +168,8 @@ TEST_F(GoldenTest, MlaV41AndV41Fp4WithFusedFp4IndexK) {
 
     std::vector<uint8_t> cache(kv.size()), records;
     thrust::copy(kv.begin(), kv.end(), cache.begin());
-    for (int64_t s : slots_) {
-      const uint8_t* d = &cache[layout::split_data_offset(rows, s / kPage, s % kPage, stride)];
-      const uint8_t* sc =
-          &cache[layout::split_scale_offset(rows, s / kPage, s % kPage, kPage, stride)];
-      records.insert(records.end(), d, d + rows.data_row);
-      records.insert(records.end(), sc, sc + rows.scale_row);
-    }
+    for (int64_t s : slots_)
+      append_record(cache, layout::mla_layout(layout_kind).rows, s, stride, &records);
     const char* file = fp4 ? "mla_v41_fp4_records_256x288.bin" : "mla_v41_fp8_records_256x528.bin";
     EXPECT_TRUE(bytes_equal(read_golden<uint8_t>(file, kGoldenRows * (fp4 ? 288 : 528)), records,
                             file));

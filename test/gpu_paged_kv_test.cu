@@ -9,7 +9,7 @@
 #include "paged_kv_case.cuh"
 #include "store_cases.cuh"
 
-#include "kernels/common.cuh"
+#include "kernels/core/fp8.cuh"
 #include "reference/conversions.h"
 
 namespace cachestore::test {

@@ -8,6 +8,7 @@
 #include <deque>
 #include <string>
 
+#include "gpu_presence.h"
 #include "test_support.h"
 
 #define CUDA_ASSERT(expr)                                                            \
@@ -32,19 +33,17 @@ inline bool require_gpu() {
   return v != nullptr && std::string(v) == "1";
 }
 
-// GPU tests skip with a message when no device exists; CACHESTORE_REQUIRE_GPU=1 makes that
-// a failure. Each test also gets a fresh seed, printed with any failure.
+// GPU tests skip with a message when no device exists (gpu_main.cpp then runs none of them);
+// CACHESTORE_REQUIRE_GPU=1 makes that a failure. Each test also gets a fresh seed, printed with
+// any failure.
 class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess || count == 0) {
-      cudaGetLastError();
-      const std::string why = err != cudaSuccess ? cudaGetErrorString(err) : "0 devices";
-      if (require_gpu()) FAIL() << "CACHESTORE_REQUIRE_GPU=1 but no CUDA device: " << why;
-      GTEST_SKIP() << "no CUDA device (" << why
-                   << "): GPU test skipped; set CACHESTORE_REQUIRE_GPU=1 to fail instead";
+    const GpuAbsence gpu = gpu_absence();
+    if (gpu.absent()) {
+      if (require_gpu()) FAIL() << "CACHESTORE_REQUIRE_GPU=1 but " << gpu.reason;
+      GTEST_SKIP() << gpu.reason << ": GPU test skipped; set CACHESTORE_REQUIRE_GPU=1 to fail "
+                   << "instead";
     }
     seed_ = test_seed();
     rng_.seed(seed_);

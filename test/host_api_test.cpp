@@ -32,7 +32,7 @@ IndexKFp8Params fp8_params() {
   p.slots = {fake(0x10000), SlotType::kInt32, kNoReservedSlot};
   p.k = fake(0x20000);
   p.k_row_stride = 128;
-  p.cache = {fake(0x40000), 4, 64, layout::index_k_fp8_min_page_stride(64, 128), 128,
+  p.cache = {fake(0x40000), 4, 64, layout::min_page_stride(IndexKFormat::kFp8, 64, 128), 128,
              ScaleRule::kAmax};
   return p;
 }
@@ -45,12 +45,12 @@ FusedStoreParams fused_params() {
   p.nope_row_stride = 576;
   p.rope = fake(0x20000 + 2 * 448);
   p.rope_row_stride = 576;
-  p.kv_cache = {MlaLayout::kV4, fake(0x80000), 4, 64, layout::v4_min_page_stride(64),
+  p.kv_cache = {MlaLayout::kV4, fake(0x80000), 4, 64, layout::min_page_stride(MlaLayout::kV4, 64),
                 ScaleRule::kPow2};
   p.index_k = fake(0x30000);
   p.index_k_row_stride = 128;
   p.index_slots = {fake(0x11000), SlotType::kInt64, kNoReservedSlot};
-  p.index_cache = {fake(0x40000), 4, 64, layout::index_k_fp8_min_page_stride(64, 128), 128,
+  p.index_cache = {fake(0x40000), 4, 64, layout::min_page_stride(IndexKFormat::kFp8, 64, 128), 128,
                    ScaleRule::kAmax};
   return p;
 }
@@ -84,9 +84,16 @@ void expect_rejected(Status (*store)(const Params&, cudaStream_t), Params (*base
     Params p = base();
     mutate(p);
     EXPECT_EQ(store(p, nullptr), c.status) << c.what << ": " << last_error_message();
-    EXPECT_NE(std::string(last_error_message()).find(c.names), std::string::npos)
-        << c.what << ": message \"" << last_error_message() << "\" does not name " << c.names;
+    const std::string message = last_error_message();
+    EXPECT_NE(message.find(c.names), std::string::npos)
+        << c.what << ": message \"" << message << "\" does not name " << c.names;
+    // check() is the store's own refusal, without the store.
+    EXPECT_EQ(check(p), c.status) << c.what << ": check() " << last_error_message();
+    EXPECT_EQ(message, last_error_message()) << c.what;
   }
+  // The unbroken params pass the check (the stores then fail later, at the device).
+  EXPECT_EQ(check(base()), Status::kSuccess) << last_error_message();
+  EXPECT_STREQ(last_error_message(), "");
 }
 
 using S = Status;
@@ -211,6 +218,37 @@ TEST(ArgumentChecks, FusedStoreCache) {
     {{"null index cache", S::kErrorInvalidArgument, "index_cache.data"}, [](auto& p) { p.index_cache.data = nullptr; }},
     {{"index k misaligned", S::kErrorMisalignedOperand, "index_k"}, [](auto& p) { p.index_k = fake(0x30004); }},
   });
+}
+
+// The layout table's entries are the contract's figures (docs/layouts.md).
+TEST(LayoutTable, EntriesMatchTheContract) {
+  struct Expected {
+    MlaLayout layout;
+    const char* name;
+    int64_t token_bytes, data_row, page64;
+    int32_t nope_dim, tile;
+  };
+  const Expected expected[] = {{MlaLayout::kV4, "v4", 584, 576, 37440, 448, 64},
+                               {MlaLayout::kV32, "v32", 656, 656, 41984, 512, 128},
+                               {MlaLayout::kV41, "v41", 528, 512, 33792, 448, 32},
+                               {MlaLayout::kV41Fp4, "v41_fp4", 288, 256, 18432, 448, 16}};
+  ASSERT_EQ(layout::kNumMlaLayouts, 4);
+  for (const Expected& e : expected) {
+    const layout::MlaLayoutInfo& info = layout::mla_layout(e.layout);
+    EXPECT_STREQ(info.name, e.name);
+    EXPECT_EQ(layout::token_bytes(info.rows), e.token_bytes) << e.name;
+    EXPECT_EQ(info.rows.data_row, e.data_row) << e.name;
+    EXPECT_EQ(layout::min_page_stride(e.layout, 64), e.page64) << e.name;
+    EXPECT_EQ(info.nope_dim, e.nope_dim) << e.name;
+    EXPECT_EQ(info.tile, e.tile) << e.name;
+  }
+  EXPECT_EQ(layout::token_bytes(layout::index_k_rows(IndexKFormat::kFp8, 128)), 132);
+  EXPECT_EQ(layout::token_bytes(layout::index_k_rows(IndexKFormat::kFp4, 128)), 68);
+  EXPECT_EQ(layout::token_bytes(layout::index_k_rows(IndexKFormat::kFp8, 512)), 528);
+  EXPECT_EQ(layout::min_page_stride(IndexKFormat::kFp8, 1, 128), 132);
+  EXPECT_FALSE(layout::is_mla_layout(static_cast<MlaLayout>(4)));
+  EXPECT_FALSE(layout::is_mla_layout(static_cast<MlaLayout>(-1)));
+  EXPECT_STREQ(layout::kv_cache_type(KvCacheType::kFp8E4m3).name, "fp8_e4m3");
 }
 
 TEST(Status, StringsAndVersion) {

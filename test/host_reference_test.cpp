@@ -218,25 +218,27 @@ TEST(MlaScaleRules, HandWorkedVectors) {
 
 TEST(Layout, OffsetsForEveryPageSize) {
   for (int64_t p : {1, 2, 64, 256}) {
-    const int64_t index_stride = layout::index_k_fp8_min_page_stride(p, 128);
+    const int64_t index_stride = layout::min_page_stride(IndexKFormat::kFp8, p, 128);
     EXPECT_EQ(index_stride, 132 * p);
-    EXPECT_EQ(layout::index_k_fp8_data_offset(3, p - 1, index_stride, 128),
+    const layout::PagedRows index_rows = layout::index_k_rows(IndexKFormat::kFp8, 128);
+    EXPECT_EQ(layout::data_offset(index_rows, 3, p - 1, index_stride),
               3 * index_stride + (p - 1) * 128);
-    EXPECT_EQ(layout::index_k_fp8_scale_offset(3, p - 1, p, index_stride, 128),
+    EXPECT_EQ(layout::scale_offset(index_rows, 3, p - 1, p, index_stride),
               3 * index_stride + p * 128 + (p - 1) * 4);
-    const int64_t v4 = layout::v4_min_page_stride(p);
+    const int64_t v4 = layout::min_page_stride(MlaLayout::kV4, p);
     EXPECT_EQ(v4 % 576, 0);
     EXPECT_GE(v4, 584 * p);
     EXPECT_LT(v4 - 584 * p, 576);
-    EXPECT_EQ(layout::v4_scale_offset(2, p - 1, p, v4), 2 * v4 + 576 * p + 8 * (p - 1));
-    EXPECT_EQ(layout::v32_min_page_stride(p), 656 * p);
+    EXPECT_EQ(layout::scale_offset(layout::mla_layout(MlaLayout::kV4).rows, 2, p - 1, p, v4),
+              2 * v4 + 576 * p + 8 * (p - 1));
+    EXPECT_EQ(layout::min_page_stride(MlaLayout::kV32, p), 656 * p);
   }
-  EXPECT_EQ(layout::v4_min_page_stride(1), 1152);
-  EXPECT_EQ(layout::v4_min_page_stride(2), 1728);
-  EXPECT_EQ(layout::v4_min_page_stride(64), 37440);
-  EXPECT_EQ(layout::v4_min_page_stride(256), 149760);
-  EXPECT_EQ(layout::index_k_fp8_min_page_stride(64, 128), 8448);
-  EXPECT_EQ(layout::index_k_fp8_min_page_stride(64, 256), 64 * 264);
+  EXPECT_EQ(layout::min_page_stride(MlaLayout::kV4, 1), 1152);
+  EXPECT_EQ(layout::min_page_stride(MlaLayout::kV4, 2), 1728);
+  EXPECT_EQ(layout::min_page_stride(MlaLayout::kV4, 64), 37440);
+  EXPECT_EQ(layout::min_page_stride(MlaLayout::kV4, 256), 149760);
+  EXPECT_EQ(layout::min_page_stride(IndexKFormat::kFp8, 64, 128), 8448);
+  EXPECT_EQ(layout::min_page_stride(IndexKFormat::kFp8, 64, 256), 64 * 264);
 }
 
 // ---- interop: the references reproduce the peers' golden records ---------------------------

@@ -6,7 +6,6 @@
 #include <optional>
 
 #include "cachestore/layout.h"
-#include "detail/validate.h"
 #include "gpu_support.cuh"
 #include "reference/reference.h"
 
@@ -115,12 +114,12 @@ class StoreCase {
       cache_ = &sc_.output(pages * index_stride_, kPoison, "index-K cache");
     } else {
       const MlaLayout mla = mla_layout_of(kind);
-      nope_dim_ = mla == MlaLayout::kV32 ? layout::kV32NopeDim : layout::kV4NopeDim;
+      nope_dim_ = mla == MlaLayout::kV32 ? layout::mla_layout(MlaLayout::kV32).nope_dim : layout::mla_layout(MlaLayout::kV4).nope_dim;
       nope_stride_ = nope_dim_ + pad;
       rope_stride_ = layout::kRopeDim + pad;
       nope_ = &sc_.input(std::vector<uint8_t>(2 * b * nope_stride_));
       rope_ = &sc_.input(std::vector<uint8_t>(2 * b * rope_stride_));
-      kv_stride_ = detail::mla_min_page_stride(mla, p) + page_pad;
+      kv_stride_ = layout::min_page_stride(mla, p) + page_pad;
       cache_ = &sc_.output(pages * kv_stride_, kPoison, "MLA cache");
       if (has_fused_index(kind)) {
         k_stride_ = shape.head_dim + pad;
@@ -198,8 +197,8 @@ class StoreCase {
   static void* ptr(Mirror* m, Side side) { return m == nullptr ? nullptr : m->ptr(side); }
   int64_t index_min_page_stride() const {
     return has_fp4_index(kind_)
-               ? layout::index_k_fp4_min_page_stride(shape_.page_size, shape_.head_dim)
-               : layout::index_k_fp8_min_page_stride(shape_.page_size, shape_.head_dim);
+               ? layout::min_page_stride(IndexKFormat::kFp4, shape_.page_size, shape_.head_dim)
+               : layout::min_page_stride(IndexKFormat::kFp8, shape_.page_size, shape_.head_dim);
   }
 
   Status dispatch(Side side, cudaStream_t stream, LaunchOptions launch) {

@@ -5,7 +5,8 @@
 //   clamped to [0, num_tokens]), 0 <= slot[i], slot[i] != reserved_slot, slot[i] < capacity.
 // A row that fails writes nothing. Nothing in a call synchronizes, allocates or copies to the
 // host, so every call can be captured in a CUDA graph. Host-checkable faults return a Status
-// before anything is launched; last_error_message() names the offending argument.
+// before anything is launched; last_error_message() names the offending argument. check(params)
+// runs the same checks without launching.
 //
 // This header is plain C++17: it needs only cuda_runtime_api.h from the CUDA toolkit.
 #pragma once
@@ -15,6 +16,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cachestore/export.h"
+#include "cachestore/layout.h"
 #include "cachestore/version.h"
 
 namespace cachestore {
@@ -40,29 +42,6 @@ CACHESTORE_EXPORT const char* last_error_message();
 CACHESTORE_EXPORT int32_t version();
 
 enum class SlotType : int32_t { kInt32 = 0, kInt64 = 1 };
-
-// fp32 scale rule of a quantized block (see DESIGN.md / README for the formulas).
-enum class ScaleRule : int32_t {
-  kAmax = 0,  // s = max(amax, floor) / 448 (index-K) or max(amax / 448, FLT_MIN) (MLA V3.2)
-  kPow2 = 1,  // s rounded up to a power of two (UE8M0-representable)
-};
-
-// FlashMLA cache layouts for fused_store_cache.
-enum class MlaLayout : int32_t {
-  kV4 = 0,     // "MODEL1": 584 B/token split per page (576-B data rows, then 8-B scale rows)
-  kV32 = 1,    // "fp8_ds_mla": 656 B/token, one record per token
-  kV41 = 2,    // DeepSeek V4.1: 528 B/token split per page (512 e4m3, 16 UE8M0 per 32 values)
-  kV41Fp4 = 3, // DeepSeek V4.1 FP4: 288 B/token split per page (512 e2m1, 32 e4m3 per 16 values)
-};
-
-// Ties of an e2m1 (fp4) rounding to nearest.
-enum class Fp4Ties : int32_t {
-  kToEven = 0,      // DeepSeek's reference and the hardware conversion (default)
-  kTowardZero = 1,  // SGLang's fp4 indexer default (rne=False)
-};
-
-// Format of the index-K that fused_store_cache stores alongside the MLA KV.
-enum class IndexKFormat : int32_t { kFp8 = 0, kFp4 = 1 };
 
 inline constexpr int64_t kNoReservedSlot = -1;
 
@@ -198,13 +177,6 @@ CACHESTORE_EXPORT Status fused_store_cache(const FusedStoreParams& params, cudaS
 // the cache type). See layout.h for NHD, HND, FlashInfer's stacked 5-D cache and vLLM's
 // 576-wide MLA rows. P is any positive integer (vLLM's hybrid models size pages to match state
 // pages); powers of two take shifts.
-enum class KvDataType : int32_t { kBf16 = 0, kFp16 = 1 };
-enum class KvCacheType : int32_t {
-  kAuto = 0,     // the input type: bits copied
-  kFp8E4m3 = 1,  // fp8_satfinite_rn(x / scale), IEEE division (vLLM's reshape_and_cache_flash)
-  kFp8E5m2 = 2,
-};
-
 struct KvInput {
   const void* data = nullptr;  // device [num_tokens, num_heads, head_dim] bf16 | fp16
   int64_t token_stride = 0;    // elements; multiple of 8
@@ -236,6 +208,15 @@ struct PagedKvParams {
   LaunchOptions launch;
 };
 CACHESTORE_EXPORT Status store_paged_kv(const PagedKvParams& params, cudaStream_t stream);
+
+// ---- checks --------------------------------------------------------------------------------
+// Every refusal of a store, without launching or touching the device: what the store returns
+// for the same params before it launches (kSuccess, or the status with last_error_message()).
+CACHESTORE_EXPORT Status check(const IndexKBf16Params& params);
+CACHESTORE_EXPORT Status check(const IndexKFp8Params& params);
+CACHESTORE_EXPORT Status check(const IndexKFp4Params& params);
+CACHESTORE_EXPORT Status check(const FusedStoreParams& params);
+CACHESTORE_EXPORT Status check(const PagedKvParams& params);
 
 // ---- runtime dispatch -------------------------------------------------------------------
 // Which compiled path runs on `device`: the code image the driver picked for the library's

@@ -2,7 +2,7 @@
  * Compiles as C99 and as C++. Pointers are device pointers unless stated; sizes and strides are
  * int64_t (strides of bf16 inputs in elements, of paged caches in bytes); enums are int32_t
  * with the values below; the stream is a cudaStream_t passed as void* (NULL: legacy stream).
- * Semantics, layouts and the row guard are those of cachestore.h and README.md. */
+ * Semantics, layouts and the row guard are those of cachestore.h (docs/layouts.md). */
 #ifndef CACHESTORE_CACHESTORE_C_H_
 #define CACHESTORE_CACHESTORE_C_H_
 
@@ -86,9 +86,13 @@ CACHESTORE_EXPORT cachestore_status_t cachestore_fused_store_cache(
  * default (owner_size 0 means 1, no sharding). So a caller compiled against an older header
  * passes a shorter struct and gets the defaults for the newer fields, and a caller compiled
  * against a newer header runs on an older library as long as the fields that library does not
- * know are zero (otherwise CACHESTORE_ERROR_NOT_SUPPORTED, naming the byte offset). The embedded
- * cachestore_slots_t is frozen; new options go at the end of the outer struct. The flat-argument
- * functions above are frozen as they are (round 1) and stay exported. */
+ * know are zero (otherwise CACHESTORE_ERROR_NOT_SUPPORTED, naming the byte offset). struct_size
+ * is checked before any other field is read: a size that no released header ever had for the
+ * struct (below the oldest release's size, or between two releases' sizes) is refused with
+ * CACHESTORE_ERROR_INVALID_ARGUMENT naming struct_size, so that a caller's fault never becomes a
+ * different store. The embedded cachestore_slots_t is frozen; new options go at the end of the
+ * outer struct. The flat-argument functions above are frozen as they are (version 0.1) and stay
+ * exported. */
 #define CACHESTORE_PARAMS_INIT(params)          \
   do {                                          \
     memset(&(params), 0, sizeof(params));       \
@@ -176,7 +180,7 @@ typedef struct cachestore_fused_store_params_t {
   const void* index_k; int64_t index_k_row_stride; /* NULL: no fused index-K */
   cachestore_slots_t index_slots;               /* same slot_type as kv_slots */
   cachestore_index_k_fp8_cache_t index_cache;   /* index_format CACHESTORE_INDEX_K_FP8 */
-  /* Appended in 0.3: */
+  /* Appended in 0.3 (the 0.2 struct is 224 bytes, the 0.3 one 272): */
   int32_t index_format;                         /* CACHESTORE_INDEX_K_*; 0 = fp8 */
   int32_t pad1;
   cachestore_index_k_fp4_cache_t index_fp4_cache; /* index_format CACHESTORE_INDEX_K_FP4 */
@@ -211,6 +215,80 @@ CACHESTORE_EXPORT cachestore_status_t cachestore_fused_store_cache_v2(
     const cachestore_fused_store_params_t* params, void* stream);
 CACHESTORE_EXPORT cachestore_status_t cachestore_store_paged_kv(
     const cachestore_paged_kv_params_t* params, void* stream);
+
+/* ---- Checks (0.4): every refusal of the store of the same name, without launching or touching
+ * the device; CACHESTORE_SUCCESS or the status and message the store returns for those params. */
+CACHESTORE_EXPORT cachestore_status_t cachestore_check_index_k_bf16(
+    const cachestore_index_k_bf16_params_t* params);
+CACHESTORE_EXPORT cachestore_status_t cachestore_check_index_k_fp8(
+    const cachestore_index_k_fp8_params_t* params);
+CACHESTORE_EXPORT cachestore_status_t cachestore_check_index_k_fp4(
+    const cachestore_index_k_fp4_params_t* params);
+CACHESTORE_EXPORT cachestore_status_t cachestore_check_fused_store_cache(
+    const cachestore_fused_store_params_t* params);
+CACHESTORE_EXPORT cachestore_status_t cachestore_check_paged_kv(
+    const cachestore_paged_kv_params_t* params);
+
+/* ---- The layout table (0.4): the library's own description of every layout it writes, so
+ * that bindings compute no byte math of their own. Each info struct is an output with the
+ * versioned-struct rule: the caller sets struct_size (CACHESTORE_PARAMS_INIT) and the library
+ * fills that many bytes. An id past the table is CACHESTORE_ERROR_INVALID_ARGUMENT: ids are
+ * 0, 1, ... in order, so a binding lists the layouts by counting up until it is refused. */
+enum { CACHESTORE_ENCODING_BF16 = 0, CACHESTORE_ENCODING_E4M3 = 1, CACHESTORE_ENCODING_E2M1 = 2,
+       CACHESTORE_ENCODING_FP32 = 3, CACHESTORE_ENCODING_UE8M0 = 4 };
+enum { CACHESTORE_RULE_SELECTABLE = 0, CACHESTORE_RULE_POW2_ONLY = 1, CACHESTORE_RULE_FIXED = 2 };
+
+typedef struct cachestore_mla_layout_info_t {
+  uint32_t struct_size;
+  int32_t layout;             /* CACHESTORE_MLA_* */
+  const char* name;           /* "v4", "v32", "v41", "v41_fp4" */
+  int32_t nope_dim;           /* bf16 NoPE values per token (input width) */
+  int32_t rope_dim;           /* bf16 RoPE values per token */
+  int32_t quantized_values;   /* values quantized per token */
+  int32_t tile;               /* values per scale */
+  int32_t value_encoding;     /* CACHESTORE_ENCODING_* */
+  int32_t scale_encoding;
+  int32_t rope_quantized;     /* nonzero: the RoPE part is quantized, else copied as bf16 */
+  int32_t scale_rule_use;     /* CACHESTORE_RULE_*: what kv_scale_rule means to the layout */
+  int64_t data_row_bytes;     /* page: [P data rows][P scale rows], rounded up to page_round */
+  int64_t scale_row_bytes;    /* 0: one record per token */
+  int64_t page_round_bytes;
+} cachestore_mla_layout_info_t;
+
+typedef struct cachestore_index_k_format_info_t {
+  uint32_t struct_size;
+  int32_t format;             /* CACHESTORE_INDEX_K_* */
+  const char* name;           /* "fp8", "fp4" */
+  int32_t group;              /* values per scale; the head dim is a multiple of it */
+  int32_t max_head_dim;
+  int32_t value_encoding;
+  int32_t scale_encoding;
+  int32_t scale_bytes;
+  int32_t values_per_byte;
+} cachestore_index_k_format_info_t;
+
+typedef struct cachestore_kv_cache_type_info_t {
+  uint32_t struct_size;
+  int32_t cache_type;         /* CACHESTORE_KV_CACHE_* */
+  const char* name;           /* "auto", "fp8_e4m3", "fp8_e5m2" */
+  int32_t element_bytes;      /* 0: the input type's */
+  int32_t scaled;             /* nonzero: reads a device fp32 scale per tensor or per head */
+  int32_t head_dim_multiple;
+  int32_t pad0;
+} cachestore_kv_cache_type_info_t;
+
+CACHESTORE_EXPORT cachestore_status_t cachestore_mla_layout_info(
+    int32_t layout, cachestore_mla_layout_info_t* info);
+CACHESTORE_EXPORT cachestore_status_t cachestore_index_k_format_info(
+    int32_t format, cachestore_index_k_format_info_t* info);
+CACHESTORE_EXPORT cachestore_status_t cachestore_kv_cache_type_info(
+    int32_t cache_type, cachestore_kv_cache_type_info_t* info);
+/* The smallest page stride in bytes of an MLA layout, or an index-K format at head_dim, for
+ * page_size P (any P >= 1; the stores take powers of two up to 1024). */
+CACHESTORE_EXPORT cachestore_status_t cachestore_mla_min_page_stride(
+    int32_t layout, int32_t page_size, int64_t* bytes);
+CACHESTORE_EXPORT cachestore_status_t cachestore_index_k_min_page_stride(
+    int32_t format, int32_t page_size, int32_t head_dim, int64_t* bytes);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,7 @@ slot != reserved slot and slot < capacity; see the project README.
 from . import capi
 from .capi import CachestoreCudaError, CachestoreError, library_path, query_device
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 
 def version():

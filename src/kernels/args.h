@@ -33,10 +33,9 @@ struct PagedCacheArgs {
   int64_t page_stride;          // bytes
   int32_t page_shift;           // log2(page size)
   ScaleRule rule;               // read at run time by the fused kernel's fp8 index-K rows only (a
-                                // uniform branch before their loads; compiled in, it gained
-                                // <= 0.01x: NOTES.md, item 26); every other kernel has its rule
-                                // as a template parameter. In the struct's tail, where it costs
-                                // no space.
+                                // uniform branch before their loads); every other kernel has its
+                                // rule as a template parameter. In the struct's tail, where it
+                                // costs no space.
 };
 
 // n / d and n % d for 32-bit n by a divisor fixed at launch (Granlund-Montgomery, as CUTLASS's
@@ -73,12 +72,11 @@ struct IndexKBf16Args {
 // and the first read of each 64-byte line of it misses the constant cache. Fields read after the
 // loads (the cache's page shift, the rule, the fp4 ties) are therefore kept in lines that the
 // kernel already reads before its loads (the input pointers and strides, the block's row count),
-// so that no miss lands on the chain between the loads and the stores (NOTES.md, version 13).
+// so that no miss lands on the chain between the loads and the stores.
 
 // The fp8 (132-byte) and fp4 (68-byte) index-K layouts: which one is the kernel's template.
 // 80 bytes: after GuardArgs (0x210-0x22f) the index-K kernels' parameters fill the lines 0x200 and
-// 0x240 only. With 32-bit fields for the last four, the fp4 ties fell in line 0x280, first read
-// on the chain after the loads (NOTES.md, item 22).
+// 0x240 only (16-bit fields for the last three keep the fp4 ties out of a third line).
 struct IndexKArgs {
   SlotArgs slots;
   const uint16_t* k;            // [num_tokens, D] bf16, row stride k_row_stride elements
@@ -102,10 +100,8 @@ CACHESTORE_HOST_DEVICE constexpr int32_t index_k_lanes_log2(int32_t head_dim,
 }
 
 // 80 bytes, as IndexKArgs: after GuardArgs the MLA kernels read the constant lines 0x200 and 0x240
-// only. With 64-bit strides and the rule in a field of its own it ended at 0x28f, and the third
-// line cost V3.2 0.03x and V4 0.01x of the lean naive node at n <= 128 (probe_small_n, the same
-// row code with the same fields in two lines or three; NOTES.md, item 25). The row strides are
-// 32-bit (detail::int32_row_stride: a larger stride is refused, unless there is one row).
+// only; 64-bit strides would reach a third line. The row strides are therefore 32-bit
+// (check_fused_store refuses a larger stride, unless there is one row).
 struct MlaArgs {
   SlotArgs slots;
   PagedCacheArgs cache;         // the layout is the kernel's template parameter

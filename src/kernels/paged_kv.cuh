@@ -5,7 +5,10 @@
 // bytes (auto) or 8 (fp8).
 #pragma once
 
-#include "kernels/common.cuh"
+#include "kernels/core/fp8.cuh"
+#include "kernels/core/guard.cuh"
+#include "kernels/core/vector_io.cuh"
+#include "tuning.h"
 
 namespace cachestore::kernels {
 
@@ -30,7 +33,8 @@ __device__ __forceinline__ PagePosition position_of(const PagedKvArgs& a, int64_
 }
 
 template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
-__global__ void __launch_bounds__(256) paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a) {
+__global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
+paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const int32_t j = static_cast<int32_t>(blockIdx.y * blockDim.x + threadIdx.x);
   if (row >= guard.num_tokens || j >= a.vecs_per_token) return;

@@ -13,6 +13,7 @@ int main() {
               cachestore::last_error_message());
   const bool ok = status == cachestore::Status::kErrorInvalidArgument &&
                   std::strstr(cachestore::last_error_message(), "slots") != nullptr &&
-                  cachestore::layout::v4_min_page_stride(64) == 37440;
+                  cachestore::layout::min_page_stride(cachestore::MlaLayout::kV4, 64) == 37440 &&
+                  cachestore::check(params) == status;
   return ok ? 0 : 1;
 }

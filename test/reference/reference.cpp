@@ -67,76 +67,83 @@ const uint16_t* row_ptr(const void* base, int64_t row, int64_t stride) {
 
 void quantize_index_k_row(const uint16_t* k, int32_t head_dim, ScaleRule rule, uint8_t* data,
                           float* scales) {
-  for (int32_t b = 0; b < head_dim / layout::kQuantBlock; ++b) {
-    const uint16_t* block = k + b * layout::kQuantBlock;
-    const float amax = block_amax(block, layout::kQuantBlock);
+  const int32_t group = layout::index_k_format(IndexKFormat::kFp8).group;
+  for (int32_t b = 0; b < head_dim / group; ++b) {
+    const uint16_t* block = k + b * group;
+    const float amax = block_amax(block, group);
     const float scale = rule == ScaleRule::kPow2
                             ? detail::ue8m0_to_float(v4_scale_byte_formula(amax))
                             : detail::index_k_scale_base(amax);
-    for (int i = 0; i < layout::kQuantBlock; ++i)
-      data[b * layout::kQuantBlock + i] = e4m3_from_float(bf16_bits_to_float(block[i]) / scale);
+    for (int i = 0; i < group; ++i)
+      data[b * group + i] = e4m3_from_float(bf16_bits_to_float(block[i]) / scale);
     scales[b] = scale;
   }
 }
 
 void quantize_v4_row(const uint16_t* nope, const uint16_t* rope, uint8_t* data_row,
                      uint8_t* scale_row) {
-  for (int t = 0; t < layout::kV4NumTiles; ++t) {
-    const uint16_t* tile = nope + t * layout::kV4TileSize;
-    const uint8_t e8 = v4_scale_byte_formula(block_amax(tile, layout::kV4TileSize));
+  const layout::MlaLayoutInfo& info = layout::mla_layout(MlaLayout::kV4);
+  const int tiles = layout::mla_tiles(info);
+  for (int t = 0; t < tiles; ++t) {
+    const uint16_t* tile = nope + t * info.tile;
+    const uint8_t e8 = v4_scale_byte_formula(block_amax(tile, info.tile));
     const float inv = detail::ue8m0_reciprocal(e8);
-    for (int i = 0; i < layout::kV4TileSize; ++i)
-      data_row[t * layout::kV4TileSize + i] = e4m3_from_float(bf16_bits_to_float(tile[i]) * inv);
+    for (int i = 0; i < info.tile; ++i)
+      data_row[t * info.tile + i] = e4m3_from_float(bf16_bits_to_float(tile[i]) * inv);
     scale_row[t] = e8;
   }
-  scale_row[layout::kV4NumTiles] = 0;
-  std::memcpy(data_row + layout::kV4NopeDim, rope, 2 * layout::kRopeDim);
+  scale_row[tiles] = 0;  // the pad byte
+  std::memcpy(data_row + info.rope_in_record, rope, 2 * layout::kRopeDim);
 }
 
 void quantize_v32_row(const uint16_t* nope, const uint16_t* rope, ScaleRule rule,
                       uint8_t* record) {
-  for (int t = 0; t < layout::kV32NumTiles; ++t) {
-    const uint16_t* tile = nope + t * layout::kV32TileSize;
-    const float amax = block_amax(tile, layout::kV32TileSize);
+  const layout::MlaLayoutInfo& info = layout::mla_layout(MlaLayout::kV32);
+  for (int t = 0; t < layout::mla_tiles(info); ++t) {
+    const uint16_t* tile = nope + t * info.tile;
+    const float amax = block_amax(tile, info.tile);
     const float scale = rule == ScaleRule::kPow2
                             ? detail::ue8m0_to_float(v32_pow2_scale_byte_formula(amax))
                             : detail::v32_amax_scale(amax);
-    for (int i = 0; i < layout::kV32TileSize; ++i)
-      record[t * layout::kV32TileSize + i] = e4m3_from_float(bf16_bits_to_float(tile[i]) / scale);
-    std::memcpy(record + layout::kV32ScalesOffset + 4 * t, &scale, 4);
+    for (int i = 0; i < info.tile; ++i)
+      record[t * info.tile + i] = e4m3_from_float(bf16_bits_to_float(tile[i]) / scale);
+    std::memcpy(record + info.scales_in_record + 4 * t, &scale, 4);
   }
-  std::memcpy(record + layout::kV32RopeOffset, rope, 2 * layout::kRopeDim);
+  std::memcpy(record + info.rope_in_record, rope, 2 * layout::kRopeDim);
 }
 
 namespace {
 // The 512 values of a V4.1 token in storage order: NoPE 0..447, RoPE 448..511.
+constexpr int kV41Values = 512;
 void v41_values(const uint16_t* nope, const uint16_t* rope, uint16_t* out) {
-  std::memcpy(out, nope, 2 * layout::kV41NopeDim);
-  std::memcpy(out + layout::kV41NopeDim, rope, 2 * layout::kRopeDim);
+  const int nope_dim = layout::mla_layout(MlaLayout::kV41).nope_dim;
+  std::memcpy(out, nope, 2 * static_cast<size_t>(nope_dim));
+  std::memcpy(out + nope_dim, rope, 2 * layout::kRopeDim);
 }
 uint8_t pack_nibbles(uint8_t lo, uint8_t hi) { return static_cast<uint8_t>(lo | (hi << 4)); }
 }  // namespace
 
 void quantize_v41_row(const uint16_t* nope, const uint16_t* rope, uint8_t* data_row,
                       uint8_t* scale_row) {
-  uint16_t v[layout::kV41Values];
+  uint16_t v[kV41Values];
   v41_values(nope, rope, v);
-  for (int t = 0; t < layout::kV41Values / layout::kV41TileSize; ++t) {
-    const uint16_t* tile = v + t * layout::kV41TileSize;
-    const uint8_t e8 = v41_scale_byte_formula(block_amax(tile, layout::kV41TileSize));
+  const int tile_size = layout::mla_layout(MlaLayout::kV41).tile;
+  for (int t = 0; t < kV41Values / tile_size; ++t) {
+    const uint16_t* tile = v + t * tile_size;
+    const uint8_t e8 = v41_scale_byte_formula(block_amax(tile, tile_size));
     const float inv = std::ldexp(1.0f, 127 - e8);
-    for (int i = 0; i < layout::kV41TileSize; ++i)
-      data_row[t * layout::kV41TileSize + i] = e4m3_from_float(bf16_bits_to_float(tile[i]) * inv);
+    for (int i = 0; i < tile_size; ++i)
+      data_row[t * tile_size + i] = e4m3_from_float(bf16_bits_to_float(tile[i]) * inv);
     scale_row[t] = e8;
   }
 }
 
 void quantize_v41_fp4_row(const uint16_t* nope, const uint16_t* rope, uint8_t* data_row,
                           uint8_t* scale_row) {
-  uint16_t v[layout::kV41Values];
+  uint16_t v[kV41Values];
   v41_values(nope, rope, v);
-  constexpr int kTile = layout::kV41Fp4TileSize;
-  for (int t = 0; t < layout::kV41Values / kTile; ++t) {
+  constexpr int kTile = layout::mla_layout(MlaLayout::kV41Fp4).tile;
+  for (int t = 0; t < kV41Values / kTile; ++t) {
     const uint16_t* tile = v + t * kTile;
     const uint8_t sb = e4m3_from_float(detail::v41_fp4_scale_input(block_amax(tile, kTile)));
     const float s = e4m3_to_float(sb);
@@ -155,12 +162,13 @@ void quantize_index_k_fp4_row(const uint16_t* k, int32_t head_dim, Fp4Ties ties,
     const uint8_t c = e2m1_from_float(y, even);
     return (c & 0x7) == 0 ? uint8_t{0} : c;
   };
-  for (int32_t g = 0; g < head_dim / layout::kFp4Group; ++g) {
-    const uint16_t* group = k + g * layout::kFp4Group;
-    const uint8_t e8 = detail::index_k_fp4_scale_byte(block_amax(group, layout::kFp4Group));
+  const int32_t size = layout::index_k_format(IndexKFormat::kFp4).group;
+  for (int32_t g = 0; g < head_dim / size; ++g) {
+    const uint16_t* group = k + g * size;
+    const uint8_t e8 = detail::index_k_fp4_scale_byte(block_amax(group, size));
     const float scale = std::ldexp(1.0f, e8 - 127);
-    for (int i = 0; i < layout::kFp4Group; i += 2)
-      data[(g * layout::kFp4Group + i) / 2] =
+    for (int i = 0; i < size; i += 2)
+      data[(g * size + i) / 2] =
           pack_nibbles(code(bf16_bits_to_float(group[i]) / scale),
                        code(bf16_bits_to_float(group[i + 1]) / scale));
     scales[g] = e8;
@@ -180,14 +188,14 @@ void store_index_k_fp8_rows(const Batch& batch, const SlotMapping& slots, const 
   auto* base = static_cast<uint8_t*>(c.data);
   for_each_stored_row(batch, slots, c.num_pages * c.page_size, c.page_size, [&](int64_t row, int64_t slot) {
     const int64_t page = slot / c.page_size, in_page = slot % c.page_size;
-    float scales[layout::kMaxIndexKHeadDim / layout::kQuantBlock];
+    const layout::PagedRows rows = layout::index_k_rows(IndexKFormat::kFp8, c.head_dim);
+    float scales[layout::index_k_format(IndexKFormat::kFp8).max_head_dim /
+                 layout::index_k_format(IndexKFormat::kFp8).group];
     quantize_index_k_row(row_ptr(k, row, k_row_stride), c.head_dim, c.scale_rule,
-                         base + layout::index_k_fp8_data_offset(page, in_page,
-                                                                c.page_stride_bytes, c.head_dim),
+                         base + layout::data_offset(rows, page, in_page, c.page_stride_bytes),
                          scales);
-    std::memcpy(base + layout::index_k_fp8_scale_offset(page, in_page, c.page_size,
-                                                        c.page_stride_bytes, c.head_dim),
-                scales, 4 * static_cast<size_t>(c.head_dim / layout::kQuantBlock));
+    std::memcpy(base + layout::scale_offset(rows, page, in_page, c.page_size, c.page_stride_bytes),
+                scales, static_cast<size_t>(layout::scale_row_bytes(rows)));
   });
 }
 
@@ -196,11 +204,11 @@ void store_index_k_fp4_rows(const Batch& batch, const SlotMapping& slots, const 
   auto* base = static_cast<uint8_t*>(c.data);
   for_each_stored_row(batch, slots, c.num_pages * c.page_size, c.page_size, [&](int64_t row, int64_t slot) {
     const int64_t page = slot / c.page_size, in_page = slot % c.page_size;
+    const layout::PagedRows rows = layout::index_k_rows(IndexKFormat::kFp4, c.head_dim);
     quantize_index_k_fp4_row(
         row_ptr(k, row, k_row_stride), c.head_dim, c.ties,
-        base + layout::index_k_fp4_data_offset(page, in_page, c.page_stride_bytes, c.head_dim),
-        base + layout::index_k_fp4_scale_offset(page, in_page, c.page_size, c.page_stride_bytes,
-                                                c.head_dim));
+        base + layout::data_offset(rows, page, in_page, c.page_stride_bytes),
+        base + layout::scale_offset(rows, page, in_page, c.page_size, c.page_stride_bytes));
   });
 }
 
@@ -214,30 +222,39 @@ void store_index_k_fp8(const IndexKFp8Params& p) {
   store_index_k_fp8_rows(p.batch, p.slots, p.k, p.k_row_stride, p.cache);
 }
 
+namespace {
+// The reference row of each MLA layout, in the layout table's order.
+using MlaRowReference = void (*)(const uint16_t* nope, const uint16_t* rope, ScaleRule rule,
+                                 uint8_t* data_row, uint8_t* scale_row);
+constexpr MlaRowReference kMlaRowReferences[] = {
+    [](const uint16_t* nope, const uint16_t* rope, ScaleRule, uint8_t* data, uint8_t* scales) {
+      quantize_v4_row(nope, rope, data, scales);
+    },
+    [](const uint16_t* nope, const uint16_t* rope, ScaleRule rule, uint8_t* record, uint8_t*) {
+      quantize_v32_row(nope, rope, rule, record);
+    },
+    [](const uint16_t* nope, const uint16_t* rope, ScaleRule, uint8_t* data, uint8_t* scales) {
+      quantize_v41_row(nope, rope, data, scales);
+    },
+    [](const uint16_t* nope, const uint16_t* rope, ScaleRule, uint8_t* data, uint8_t* scales) {
+      quantize_v41_fp4_row(nope, rope, data, scales);
+    },
+};
+static_assert(sizeof kMlaRowReferences / sizeof kMlaRowReferences[0] == layout::kNumMlaLayouts,
+              "a reference row for every MLA layout");
+}  // namespace
+
 void fused_store_cache(const FusedStoreParams& p) {
   const MlaCache& c = p.kv_cache;
+  const layout::PagedRows rows = layout::mla_layout(c.layout).rows;
   auto* base = static_cast<uint8_t*>(c.data);
   for_each_stored_row(p.batch, p.kv_slots, c.num_pages * c.page_size, c.page_size,
                       [&](int64_t row, int64_t slot) {
     const int64_t page = slot / c.page_size, in_page = slot % c.page_size;
-    const uint16_t* nope = row_ptr(p.nope, row, p.nope_row_stride);
-    const uint16_t* rope = row_ptr(p.rope, row, p.rope_row_stride);
-    if (c.layout == MlaLayout::kV4) {
-      quantize_v4_row(nope, rope, base + layout::v4_data_offset(page, in_page, c.page_stride_bytes),
-                      base + layout::v4_scale_offset(page, in_page, c.page_size,
-                                                     c.page_stride_bytes));
-    } else if (c.layout == MlaLayout::kV41 || c.layout == MlaLayout::kV41Fp4) {
-      const bool fp4 = c.layout == MlaLayout::kV41Fp4;
-      const layout::SplitRows rows = fp4 ? layout::kV41Fp4Rows : layout::kV41Rows;
-      uint8_t* data_row = base + layout::split_data_offset(rows, page, in_page, c.page_stride_bytes);
-      uint8_t* scale_row =
-          base + layout::split_scale_offset(rows, page, in_page, c.page_size, c.page_stride_bytes);
-      if (fp4) quantize_v41_fp4_row(nope, rope, data_row, scale_row);
-      else quantize_v41_row(nope, rope, data_row, scale_row);
-    } else {
-      quantize_v32_row(nope, rope, c.scale_rule,
-                       base + layout::v32_record_offset(page, in_page, c.page_stride_bytes));
-    }
+    kMlaRowReferences[static_cast<int>(c.layout)](
+        row_ptr(p.nope, row, p.nope_row_stride), row_ptr(p.rope, row, p.rope_row_stride),
+        c.scale_rule, base + layout::data_offset(rows, page, in_page, c.page_stride_bytes),
+        base + layout::scale_offset(rows, page, in_page, c.page_size, c.page_stride_bytes));
   });
   if (p.index_k == nullptr) return;
   // The index-K shares the count but not the diagnostics of a negative count: that is one

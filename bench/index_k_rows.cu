@@ -1,0 +1,61 @@
+// The index-K rows: bf16 (beside the naive bf16 scatter), fp8 with either scale rule (beside the
+// naive fp8 composition) and fp4, at D = 128 (DeepSeek's indexer), pages of kPage slots.
+#include "harness.cuh"
+
+namespace cachestore::bench {
+namespace {
+
+IndexKFp8Params fp8_params(const Node& node, ScaleRule rule) {
+  IndexKFp8Params p;
+  p.batch = node.batch;
+  p.slots = node.slot_map;
+  p.k = node.in;
+  p.k_row_stride = 128;
+  p.cache = pool().fp8(rule);
+  p.launch = node.launch;
+  return p;
+}
+
+const Family kIndexK(
+    {
+        {7, "index_k_bf16", 520, 128, false, "naive_bf16_scatter", true, "naive_bf16_scatter",
+         [] { return pool().bf16_slots; },
+         [](const Node& node) {
+           IndexKBf16Params p;
+           p.batch = node.batch;
+           p.slots = node.slot_map;
+           p.k = node.in;
+           p.k_row_stride = 128;
+           p.cache = thrust::raw_pointer_cast(pool().bf16_cache.data());
+           p.cache_row_stride = 128;
+           p.num_slots = pool().bf16_slots;
+           p.launch = node.launch;
+           return store_index_k_bf16(p, node.stream);
+         }},
+        {8, "index_k_fp8_amax", 396, 128, false, "naive_fp8_composition", true,
+         "naive_bf16_scatter", [] { return pool().index_pages * kPage; },
+         [](const Node& node) {
+           return store_index_k_fp8(fp8_params(node, ScaleRule::kAmax), node.stream);
+         }},
+        {9, "index_k_fp8_pow2", 396, 128, false, "naive_fp8_composition", true,
+         "naive_bf16_scatter", [] { return pool().index_pages * kPage; },
+         [](const Node& node) {
+           return store_index_k_fp8(fp8_params(node, ScaleRule::kPow2), node.stream);
+         }},
+        {15, "index_k_fp4", 332, 128, false, nullptr, true, "naive_bf16_scatter",
+         [] { return pool().index_pages * kPage; },
+         [](const Node& node) {
+           IndexKFp4Params p;
+           p.batch = node.batch;
+           p.slots = node.slot_map;
+           p.k = node.in;
+           p.k_row_stride = 128;
+           p.cache = pool().fp4(Fp4Ties::kToEven);
+           p.launch = node.launch;
+           return store_index_k_fp4(p, node.stream);
+         }},
+    },
+    nullptr);
+
+}  // namespace
+}  // namespace cachestore::bench

@@ -1,0 +1,113 @@
+// The MLA rows: FlashMLA V4 and V3.2 (either scale rule), DeepSeek V4.1 and V4.1 FP4, alone and
+// with the index-K fused (beside the two separate stores it replaces), pages of kPage slots.
+#include "harness.cuh"
+
+namespace cachestore::bench {
+namespace {
+
+constexpr int64_t kMlaPages = (int64_t{1} << 20) / kPage;
+// One cache per layout, allocated with the pool (never freed: the process ends with them).
+thrust::device_vector<uint8_t>* g_caches = nullptr;
+
+int64_t mla_capacity() { return kMlaPages * kPage; }
+
+// The store of `layout` on a row whose input is [n, input_width]: NoPE first, then RoPE.
+FusedStoreParams mla_params(const Node& node, MlaLayout layout, ScaleRule rule) {
+  FusedStoreParams p;
+  p.batch = node.batch;
+  p.kv_slots = node.slot_map;
+  p.nope = node.in;
+  p.nope_row_stride = node.input_width;
+  p.rope = node.in + layout::mla_layout(layout).nope_dim;
+  p.rope_row_stride = node.input_width;
+  p.kv_cache = {layout, thrust::raw_pointer_cast(g_caches[static_cast<int>(layout)].data()),
+                kMlaPages, kPage, layout::min_page_stride(layout, kPage), rule};
+  p.launch = node.launch;
+  return p;
+}
+
+// The same with the fp8 (or fp4) index-K of the row's [n, 128] index input fused.
+FusedStoreParams fused_params(const Node& node, MlaLayout layout, IndexKFormat format) {
+  FusedStoreParams p = mla_params(node, layout, ScaleRule::kPow2);
+  p.index_k = node.index_in;
+  p.index_k_row_stride = 128;
+  p.index_slots = node.slot_map;
+  p.index_format = format;
+  if (format == IndexKFormat::kFp8) p.index_cache = pool().fp8(ScaleRule::kAmax);
+  else p.index_fp4_cache = pool().fp4(Fp4Ties::kToEven);
+  return p;
+}
+
+// What the fused store replaces: the MLA store, then the fp8 index-K store.
+Status separate(const Node& node, MlaLayout layout) {
+  const Status kv = fused_store_cache(mla_params(node, layout, ScaleRule::kPow2), node.stream);
+  if (kv != Status::kSuccess) return kv;
+  IndexKFp8Params index;
+  index.batch = node.batch;
+  index.slots = node.slot_map;
+  index.k = node.index_in;
+  index.k_row_stride = 128;
+  index.cache = pool().fp8(ScaleRule::kAmax);
+  index.launch = node.launch;
+  return store_index_k_fp8(index, node.stream);
+}
+
+const Family kMla(
+    {
+        {3, "separate_v4_plus_index", 2004, 512, true, nullptr, true, nullptr, mla_capacity,
+         [](const Node& node) { return separate(node, MlaLayout::kV4); }},
+        {4, "separate_v32_plus_index", 2204, 576, true, nullptr, true, nullptr, mla_capacity,
+         [](const Node& node) { return separate(node, MlaLayout::kV32); }},
+        {10, "mla_v4", 1616, 512, false, nullptr, true, "naive_bf16_scatter", mla_capacity,
+         [](const Node& node) {
+           return fused_store_cache(mla_params(node, MlaLayout::kV4, ScaleRule::kPow2),
+                                    node.stream);
+         }},
+        {11, "mla_v32", 1816, 576, false, nullptr, true, "naive_bf16_scatter", mla_capacity,
+         [](const Node& node) {
+           return fused_store_cache(mla_params(node, MlaLayout::kV32, ScaleRule::kPow2),
+                                    node.stream);
+         }},
+        {12, "mla_v32_amax", 1816, 576, false, nullptr, true, "naive_bf16_scatter", mla_capacity,
+         [](const Node& node) {
+           return fused_store_cache(mla_params(node, MlaLayout::kV32, ScaleRule::kAmax),
+                                    node.stream);
+         }},
+        {13, "fused_v4_index", 2004, 512, true, "separate_v4_plus_index", true,
+         "naive_bf16_scatter", mla_capacity,
+         [](const Node& node) {
+           return fused_store_cache(fused_params(node, MlaLayout::kV4, IndexKFormat::kFp8),
+                                    node.stream);
+         }},
+        {14, "fused_v32_index", 2204, 576, true, "separate_v32_plus_index", true,
+         "naive_bf16_scatter", mla_capacity,
+         [](const Node& node) {
+           return fused_store_cache(fused_params(node, MlaLayout::kV32, IndexKFormat::kFp8),
+                                    node.stream);
+         }},
+        {16, "mla_v41", 1560, 512, false, nullptr, true, "naive_bf16_scatter", mla_capacity,
+         [](const Node& node) {
+           return fused_store_cache(mla_params(node, MlaLayout::kV41, ScaleRule::kPow2),
+                                    node.stream);
+         }},
+        {17, "mla_v41_fp4", 1320, 512, false, nullptr, true, "naive_bf16_scatter", mla_capacity,
+         [](const Node& node) {
+           return fused_store_cache(mla_params(node, MlaLayout::kV41Fp4, ScaleRule::kPow2),
+                                    node.stream);
+         }},
+        {18, "fused_v41_fp4_index", 1884, 512, true, nullptr, true, "naive_bf16_scatter",
+         mla_capacity,
+         [](const Node& node) {
+           return fused_store_cache(fused_params(node, MlaLayout::kV41, IndexKFormat::kFp4),
+                                    node.stream);
+         }},
+    },
+    [] {
+      g_caches = new thrust::device_vector<uint8_t>[layout::kNumMlaLayouts];
+      for (int32_t l = 0; l < layout::kNumMlaLayouts; ++l)
+        poisoned_cache(g_caches[l],
+                       kMlaPages * layout::min_page_stride(static_cast<MlaLayout>(l), kPage));
+    });
+
+}  // namespace
+}  // namespace cachestore::bench

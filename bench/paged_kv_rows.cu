@@ -1,0 +1,117 @@
+// The paged K/V rows: Llama-3-8B/70B's H = 8, D = 128 (input [K | V] per token, 2048 wide) in
+// NHD and HND, 16-bit or fp8 e4m3 with per-head scales, and vLLM's 576-wide MLA rows (H = 1,
+// K = kv_c 512, V = k_pe 64); P = 16 (vLLM's default block). Beside them: the two naive
+// scatters an engine composes (K, then V) and, for x_naive, the K scatter alone.
+#include "harness.cuh"
+#include "naive_scatter.cuh"
+
+namespace cachestore::bench {
+namespace {
+
+constexpr int32_t kKvHeads = 8, kKvDim = 128, kKvPage = 16;
+constexpr int64_t kKvSlots = int64_t{1} << 19;  // 1 GiB per 16-bit cache of H = 8, D = 128
+
+struct Caches {
+  thrust::device_vector<uint8_t> k, v;  // 16-bit or fp8 alike
+  thrust::device_vector<float> scales;  // K's then V's, one per head
+};
+Caches* g = nullptr;
+
+int64_t kv_capacity() { return kKvSlots; }
+int64_t mla576_capacity() { return kKvSlots * kKvHeads * kKvDim / layout::kMlaRowDim; }
+
+// The store of an H = 8, D = 128 row in `st`'s layout.
+Status store_heads(const Node& node, const layout::KvStrides& st, KvCacheType type) {
+  PagedKvParams kv;
+  kv.batch = node.batch;
+  kv.slots = node.slot_map;
+  kv.page_size = kKvPage;
+  kv.launch = node.launch;
+  kv.num_heads = kKvHeads;
+  kv.cache_type = type;
+  kv.num_pages = kKvSlots / kKvPage;
+  kv.k = {node.in, 2 * kKvHeads * kKvDim, kKvDim, kKvDim};
+  kv.v = {node.in + kKvHeads * kKvDim, 2 * kKvHeads * kKvDim, kKvDim, kKvDim};
+  const float* scales = thrust::raw_pointer_cast(g->scales.data());
+  kv.k_cache = {thrust::raw_pointer_cast(g->k.data()), st.page, st.entry, st.head, scales, 1};
+  kv.v_cache = {thrust::raw_pointer_cast(g->v.data()), st.page, st.entry, st.head,
+                scales + kKvHeads, 1};
+  return store_paged_kv(kv, node.stream);
+}
+
+// What an engine composes: k_cache.view(-1, H*D)[slots] = k, then the same for v (`with_v`).
+Status naive_kv(const Node& node, bool with_v) {
+  const StoreOp& s = *node.subject;
+  const Status k = cuda_status(test::lean_naive_scatter(
+      node.in, s.input_width, node.slots, thrust::raw_pointer_cast(g->k.data()), node.n,
+      s.k_width, node.stream));
+  if (k != Status::kSuccess || !with_v) return k;
+  return cuda_status(test::lean_naive_scatter(node.in + s.k_width, s.input_width, node.slots,
+                                              thrust::raw_pointer_cast(g->v.data()), node.n,
+                                              s.v_width, node.stream));
+}
+
+constexpr int32_t kHeadsWidth = kKvHeads * kKvDim;
+
+const Family kPagedKv(
+    {
+        {5, "naive_kv_two_nodes", 8200, 2048, false, nullptr, false, nullptr, kv_capacity,
+         [](const Node& node) { return naive_kv(node, true); }, kHeadsWidth, kHeadsWidth},
+        {6, "naive_k_one_node", 4104, 2048, false, nullptr, false, nullptr, kv_capacity,
+         [](const Node& node) { return naive_kv(node, false); }, kHeadsWidth, kHeadsWidth},
+        {19, "paged_kv_nhd", 8200, 2048, false, "naive_kv_two_nodes", true, "naive_k_one_node",
+         kv_capacity,
+         [](const Node& node) {
+           return store_heads(node, layout::kv_nhd_strides(kKvPage, kKvHeads, kKvDim),
+                              KvCacheType::kAuto);
+         },
+         kHeadsWidth, kHeadsWidth},
+        {20, "paged_kv_hnd", 8200, 2048, false, "naive_kv_two_nodes", true, "naive_k_one_node",
+         kv_capacity,
+         [](const Node& node) {
+           return store_heads(node, layout::kv_hnd_strides(kKvPage, kKvHeads, kKvDim),
+                              KvCacheType::kAuto);
+         },
+         kHeadsWidth, kHeadsWidth},
+        {21, "paged_kv_nhd_fp8", 6152, 2048, false, "naive_kv_two_nodes", true,
+         "naive_k_one_node", kv_capacity,
+         [](const Node& node) {
+           return store_heads(node, layout::kv_nhd_strides(kKvPage, kKvHeads, kKvDim),
+                              KvCacheType::kFp8E4m3);
+         },
+         kHeadsWidth, kHeadsWidth},
+        {22, "paged_kv_hnd_fp8", 6152, 2048, false, "naive_kv_two_nodes", true,
+         "naive_k_one_node", kv_capacity,
+         [](const Node& node) {
+           return store_heads(node, layout::kv_hnd_strides(kKvPage, kKvHeads, kKvDim),
+                              KvCacheType::kFp8E4m3);
+         },
+         kHeadsWidth, kHeadsWidth},
+        {23, "paged_kv_mla576", 2312, 576, false, "naive_kv_two_nodes", true, "naive_k_one_node",
+         mla576_capacity,
+         [](const Node& node) {
+           const layout::KvStrides st = layout::kv_mla_row_strides(kKvPage);
+           uint8_t* k_cache = thrust::raw_pointer_cast(g->k.data());
+           PagedKvParams kv;
+           kv.batch = node.batch;
+           kv.slots = node.slot_map;
+           kv.page_size = kKvPage;
+           kv.launch = node.launch;
+           kv.num_pages = static_cast<int64_t>(g->k.size()) / 2 / st.page;
+           kv.k = {node.in, layout::kMlaRowDim, 0, layout::kMlaKvcDim};
+           kv.v = {node.in + layout::kMlaKvcDim, layout::kMlaRowDim, 0, 64};
+           kv.k_cache = {k_cache, st.page, st.entry, st.head};
+           kv.v_cache = {k_cache + 2 * layout::kMlaKvcDim, st.page, st.entry, st.head};
+           return store_paged_kv(kv, node.stream);
+         },
+         layout::kMlaKvcDim, 64},
+    },
+    [] {
+      g = new Caches;
+      poisoned_cache(g->k, kKvSlots * kHeadsWidth * 2);
+      poisoned_cache(g->v, kKvSlots * kHeadsWidth * 2);
+      g->scales.assign(2 * kKvHeads, 0.0173f);
+    });
+
+}  // namespace
+}  // namespace cachestore::bench

@@ -1,0 +1,397 @@
+// The check layer: every refusal of every store, in one place (CUTLASS's can_implement). Each
+// store calls its check() before it touches the device, and check() is exported on its own. A
+// refusal returns its status with a message naming the argument by its path in the params
+// struct.
+#include "check.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "cachestore/layout.h"
+#include "detail/status.h"
+
+namespace cachestore {
+namespace detail {
+namespace {
+
+inline long long ll(int64_t v) { return static_cast<long long>(v); }
+
+bool aligned16(const void* p) { return aligned_to(p, 16); }
+
+Status check_batch(const Batch& batch) {
+  if (batch.num_tokens < 0)
+    return fail(Status::kErrorInvalidArgument, "batch.num_tokens = %lld: must be >= 0",
+                ll(batch.num_tokens));
+  if (batch.num_tokens > (int64_t{1} << 40))
+    return fail(Status::kErrorNotSupported, "batch.num_tokens = %lld: at most 2^40 rows",
+                ll(batch.num_tokens));
+  if ((reinterpret_cast<uintptr_t>(batch.num_tokens_non_padded) & 3u) != 0)
+    return fail(Status::kErrorMisalignedOperand,
+                "batch.num_tokens_non_padded must be 4-byte aligned");
+  if ((reinterpret_cast<uintptr_t>(batch.diagnostics) & 7u) != 0)
+    return fail(Status::kErrorMisalignedOperand, "batch.diagnostics must be 8-byte aligned");
+  return Status::kSuccess;
+}
+
+// Row data (slots, inputs) may be null when there are no rows: nothing is read then.
+Status check_slots(const SlotMapping& slots, int64_t rows, const char* name) {
+  if (slots.data == nullptr && rows > 0)
+    return fail(Status::kErrorInvalidArgument, "%s.data is null", name);
+  if (slots.type != SlotType::kInt32 && slots.type != SlotType::kInt64)
+    return fail(Status::kErrorInvalidArgument, "%s.type = %d: not a SlotType", name,
+                static_cast<int>(slots.type));
+  const uintptr_t align = slots.type == SlotType::kInt32 ? 4 : 8;
+  if ((reinterpret_cast<uintptr_t>(slots.data) & (align - 1)) != 0)
+    return fail(Status::kErrorMisalignedOperand, "%s.data must be %d-byte aligned", name,
+                static_cast<int>(align));
+  if (slots.reserved_slot < kNoReservedSlot)
+    return fail(Status::kErrorInvalidArgument,
+                "%s.reserved_slot = %lld: a slot >= 0, or -1 for none", name,
+                ll(slots.reserved_slot));
+  return Status::kSuccess;
+}
+
+// The owner-sharding fields of a paged store's slots, and the global capacity they imply
+// (local_capacity * owner_size) without int64 overflow.
+Status check_owner(const SlotMapping& slots, int64_t local_capacity, const char* name) {
+  const int32_t size = slots.owner_size;
+  if (size < 1 || size > (1 << 20) || (size & (size - 1)) != 0)
+    return fail(Status::kErrorInvalidArgument,
+                "%s.owner_size = %d: must be a power of two in [1, 2^20] (1 = no sharding)", name,
+                size);
+  if (slots.owner_rank < 0 || slots.owner_rank >= size)
+    return fail(Status::kErrorInvalidArgument,
+                "%s.owner_rank = %d: must be in [0, owner_size = %d)", name, slots.owner_rank,
+                size);
+  if (!product_fits(local_capacity, size))
+    return fail(Status::kErrorCapacityOverflow,
+                "%s: the cache's slots times owner_size = %d overflow int64", name, size);
+  return Status::kSuccess;
+}
+
+// A bf16 matrix [rows, width] read or written with 16-byte vectors.
+Status check_bf16_rows(const void* data, int64_t row_stride, int64_t rows, int64_t width,
+                       const char* name, const char* stride_name) {
+  if (data == nullptr && rows > 0) return fail(Status::kErrorInvalidArgument, "%s is null", name);
+  if (row_stride < width)
+    return fail(Status::kErrorInvalidArgument, "%s = %lld: must be >= the row width %lld",
+                stride_name, ll(row_stride), ll(width));
+  if (!aligned16(data) || row_stride % 8 != 0)
+    return fail(Status::kErrorMisalignedOperand,
+                "%s must be 16-byte aligned and %s (%lld elements) a multiple of 8: the kernels "
+                "move 16-byte vectors",
+                name, stride_name, ll(row_stride));
+  if (!product_fits(rows, 2 * row_stride))
+    return fail(Status::kErrorCapacityOverflow, "%s: rows * %s overflows int64", name,
+                stride_name);
+  return Status::kSuccess;
+}
+
+// A row stride the MLA kernels keep in 32 bits: at most 2^31 - 1 elements when there is more
+// than one row (with one row the stride is never multiplied).
+Status check_int32_row_stride(int64_t row_stride, int64_t rows, const char* stride_name) {
+  if (rows > 1 && row_stride > INT32_MAX)
+    return fail(Status::kErrorNotSupported,
+                "%s = %lld: more than 2^31 - 1 elements between rows is not supported (the kernel "
+                "keeps the stride in 32 bits)",
+                stride_name, ll(row_stride));
+  return Status::kSuccess;
+}
+
+Status check_page_size(int32_t page_size, const char* name) {
+  if (page_size < 1 || page_size > layout::kMaxPageSize || (page_size & (page_size - 1)) != 0)
+    return fail(Status::kErrorNotSupported,
+                "%s.page_size = %d: must be a power of two in [1, %d]", name, page_size,
+                layout::kMaxPageSize);
+  return Status::kSuccess;
+}
+
+// A paged byte cache: a page stride of at least the layout's minimum and a multiple of
+// `stride_alignment` bytes; the data pointer 16-byte aligned.
+Status check_paged_cache(void* data, int64_t num_pages, int32_t page_size,
+                         int64_t page_stride_bytes, int64_t min_page_stride,
+                         int64_t stride_alignment, const char* name) {
+  if (data == nullptr) return fail(Status::kErrorInvalidArgument, "%s.data is null", name);
+  if (num_pages < 0)
+    return fail(Status::kErrorInvalidArgument, "%s.num_pages = %lld: must be >= 0", name,
+                ll(num_pages));
+  if (page_stride_bytes < min_page_stride)
+    return fail(Status::kErrorInvalidArgument,
+                "%s.page_stride_bytes = %lld: the layout needs at least %lld for page_size %d",
+                name, ll(page_stride_bytes), ll(min_page_stride), page_size);
+  if (!aligned16(data))
+    return fail(Status::kErrorMisalignedOperand, "%s.data must be 16-byte aligned", name);
+  if (page_stride_bytes % stride_alignment != 0)
+    return fail(Status::kErrorMisalignedOperand,
+                "%s.page_stride_bytes = %lld: must be a multiple of %lld bytes", name,
+                ll(page_stride_bytes), ll(stride_alignment));
+  if (!product_fits(num_pages, page_stride_bytes))
+    return fail(Status::kErrorCapacityOverflow,
+                "%s.num_pages * %s.page_stride_bytes overflows int64", name, name);
+  return Status::kSuccess;
+}
+
+// The head dim of an index-K cache of `format`.
+Status check_index_k_head_dim(IndexKFormat format, int32_t head_dim, const char* name) {
+  const layout::IndexKFormatInfo& f = layout::index_k_format(format);
+  if (head_dim <= 0 || head_dim % f.group != 0 || head_dim > f.max_head_dim)
+    return fail(Status::kErrorNotSupported,
+                "%s.head_dim = %d: must be a multiple of %d in [%d, %d]", name, head_dim, f.group,
+                f.group, f.max_head_dim);
+  return Status::kSuccess;
+}
+
+// The pages of an index-K cache of `format` whose head dim is checked. Index-K page strides are
+// multiples of 4 bytes: pages of 1 or 2 slots are 132 or 264 bytes long.
+template <typename Cache>
+Status check_index_k_pages(IndexKFormat format, const Cache& c, const char* name) {
+  CACHESTORE_RETURN_IF_ERROR(check_page_size(c.page_size, name));
+  return check_paged_cache(
+      c.data, c.num_pages, c.page_size, c.page_stride_bytes,
+      layout::min_page_stride(layout::index_k_rows(format, c.head_dim), c.page_size),
+      /*stride_alignment=*/4, name);
+}
+
+Status check_cache(const IndexKFp8Cache& cache, const char* name) {
+  CACHESTORE_RETURN_IF_ERROR(check_index_k_head_dim(IndexKFormat::kFp8, cache.head_dim, name));
+  if (cache.scale_rule != ScaleRule::kAmax && cache.scale_rule != ScaleRule::kPow2)
+    return fail(Status::kErrorInvalidArgument, "%s.scale_rule = %d: not a ScaleRule", name,
+                static_cast<int>(cache.scale_rule));
+  return check_index_k_pages(IndexKFormat::kFp8, cache, name);
+}
+
+Status check_cache(const IndexKFp4Cache& cache, const char* name) {
+  CACHESTORE_RETURN_IF_ERROR(check_index_k_head_dim(IndexKFormat::kFp4, cache.head_dim, name));
+  if (cache.ties != Fp4Ties::kToEven && cache.ties != Fp4Ties::kTowardZero)
+    return fail(Status::kErrorInvalidArgument, "%s.ties = %d: not an Fp4Ties", name,
+                static_cast<int>(cache.ties));
+  return check_index_k_pages(IndexKFormat::kFp4, cache, name);
+}
+
+Status check_cache(const MlaCache& cache, const char* name) {
+  if (!layout::is_mla_layout(cache.layout))
+    return fail(Status::kErrorInvalidArgument, "%s.layout = %d: not an MlaLayout", name,
+                static_cast<int>(cache.layout));
+  const layout::MlaLayoutInfo& info = layout::mla_layout(cache.layout);
+  if (info.scale_rule != layout::RuleUse::kFixed && cache.scale_rule != ScaleRule::kAmax &&
+      cache.scale_rule != ScaleRule::kPow2)
+    return fail(Status::kErrorInvalidArgument, "%s.scale_rule = %d: not a ScaleRule", name,
+                static_cast<int>(cache.scale_rule));
+  if (info.scale_rule == layout::RuleUse::kPow2Only && cache.scale_rule != ScaleRule::kPow2)
+    return fail(Status::kErrorNotSupported,
+                "%s.scale_rule: the %s layout stores UE8M0 scales, only kPow2 applies", name,
+                info.name);
+  CACHESTORE_RETURN_IF_ERROR(check_page_size(cache.page_size, name));
+  return check_paged_cache(cache.data, cache.num_pages, cache.page_size, cache.page_stride_bytes,
+                           layout::min_page_stride(info.rows, cache.page_size),
+                           /*stride_alignment=*/16, name);
+}
+
+// The paged index-K stores (fp8, fp4): the same checks with each one's cache.
+template <typename Params>
+Status check_index_k_store(const Params& p) {
+  CACHESTORE_RETURN_IF_ERROR(check_batch(p.batch));
+  CACHESTORE_RETURN_IF_ERROR(check_slots(p.slots, p.batch.num_tokens, "slots"));
+  CACHESTORE_RETURN_IF_ERROR(check_cache(p.cache, "cache"));
+  CACHESTORE_RETURN_IF_ERROR(
+      check_owner(p.slots, p.cache.num_pages * p.cache.page_size, "slots"));
+  return check_bf16_rows(p.k, p.k_row_stride, p.batch.num_tokens, p.cache.head_dim, "k",
+                         "k_row_stride");
+}
+
+// ---- store_paged_kv -------------------------------------------------------------------------
+Status check_kv_input(const KvInput& in, int64_t num_tokens, int32_t heads, KvCacheType type,
+                      const char* name) {
+  const int32_t d = in.head_dim;
+  const int32_t multiple = layout::kv_cache_type(type).head_dim_multiple;
+  const bool fp8 = layout::kv_cache_type(type).scaled;
+  if (d < multiple || d > layout::kMaxKvHeadDim || d % multiple != 0)
+    return fail(Status::kErrorNotSupported,
+                "%s.head_dim = %d: must be a multiple of %d in [%d, %d]%s", name, d, multiple,
+                multiple, layout::kMaxKvHeadDim, fp8 ? " for an fp8 cache" : "");
+  if (in.data == nullptr && num_tokens > 0)
+    return fail(Status::kErrorInvalidArgument, "%s.data is null", name);
+  if (in.token_stride < 0 || in.head_stride < 0)
+    return fail(Status::kErrorInvalidArgument, "%s strides must be >= 0", name);
+  if (!aligned_to(in.data, 16) || in.token_stride % 8 != 0 || in.head_stride % 8 != 0)
+    return fail(Status::kErrorMisalignedOperand,
+                "%s.data must be 16-byte aligned and %s.token_stride (%lld) and %s.head_stride "
+                "(%lld) multiples of 8 elements: the kernel reads 16-byte vectors",
+                name, name, ll(in.token_stride), name, ll(in.head_stride));
+  if (!product_fits(num_tokens, in.token_stride) || !product_fits(heads, in.head_stride))
+    return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
+  return Status::kSuccess;
+}
+
+// The cache view of one side: alignment for its vector width, and no two (slot, head) entries
+// overlapping. The dimensions (index d: extent D; heads; entries in a page; pages) are nested by
+// stride: each stride must clear the extent of everything finer, which is what every layout of
+// the contract does (sufficient, not necessary; a layout it refuses would need another proof).
+Status check_kv_cache(const KvCacheView& c, const KvInput& in, const PagedKvParams& p,
+                      const char* name) {
+  const bool fp8 = layout::kv_cache_type(p.cache_type).scaled;
+  const int64_t elem_bytes = fp8 ? 1 : 2;
+  if (c.data == nullptr) return fail(Status::kErrorInvalidArgument, "%s.data is null", name);
+  if (c.page_stride < 0 || c.entry_stride < 0 || c.head_stride < 0)
+    return fail(Status::kErrorInvalidArgument, "%s strides must be >= 0", name);
+  if (!aligned_to(c.data, 8 * elem_bytes) || c.page_stride % 8 != 0 || c.entry_stride % 8 != 0 ||
+      c.head_stride % 8 != 0)
+    return fail(Status::kErrorMisalignedOperand,
+                "%s.data must be %lld-byte aligned and its page, entry and head strides "
+                "(%lld, %lld, %lld) multiples of 8 elements: the kernel writes %lld-byte vectors",
+                name, ll(8 * elem_bytes), ll(c.page_stride), ll(c.entry_stride),
+                ll(c.head_stride), ll(8 * elem_bytes));
+  std::array<std::pair<int64_t, int64_t>, 3> dims{{{c.head_stride, p.num_heads},
+                                                   {c.entry_stride, p.page_size},
+                                                   {c.page_stride, p.num_pages}}};
+  std::sort(dims.begin(), dims.end());
+  int64_t extent = in.head_dim;  // elements spanned by one (slot, head) entry, then nested blocks
+  for (const auto& [stride, count] : dims) {
+    if (count <= 1) continue;
+    if (stride < extent)
+      return fail(Status::kErrorInvalidArgument,
+                  "%s: strides (page %lld, entry %lld, head %lld) let two slots or heads overlap "
+                  "for page_size %d, num_heads %d, head_dim %d",
+                  name, ll(c.page_stride), ll(c.entry_stride), ll(c.head_stride), p.page_size,
+                  p.num_heads, in.head_dim);
+    if (!product_fits(count - 1, stride) || extent > INT64_MAX - (count - 1) * stride)
+      return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
+    extent += (count - 1) * stride;
+  }
+  if (!product_fits(extent, elem_bytes))
+    return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
+  if (fp8) {
+    if (c.scale == nullptr)
+      return fail(Status::kErrorInvalidArgument, "%s.scale is null: an fp8 cache needs scales",
+                  name);
+    if (!aligned_to(c.scale, 4))
+      return fail(Status::kErrorMisalignedOperand, "%s.scale must be 4-byte aligned", name);
+    if (c.scale_stride != 0 && c.scale_stride != 1)
+      return fail(Status::kErrorInvalidArgument,
+                  "%s.scale_stride = %d: 0 (one per tensor) or 1 (one per head)", name,
+                  c.scale_stride);
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+int32_t log2_exact(int64_t power_of_two) {
+  int32_t shift = 0;
+  while ((int64_t{1} << shift) < power_of_two) ++shift;
+  return shift;
+}
+
+}  // namespace detail
+
+using detail::fail;
+
+Status check(const IndexKBf16Params& p) {
+  CACHESTORE_RETURN_IF_ERROR(detail::check_batch(p.batch));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_slots(p.slots, p.batch.num_tokens, "slots"));
+  if (p.head_dim <= 0 || p.head_dim % 8 != 0 || p.head_dim > 8192)
+    return fail(Status::kErrorNotSupported,
+                "head_dim = %d: must be a multiple of 8 in [8, 8192]", p.head_dim);
+  if (p.num_slots < 0)
+    return fail(Status::kErrorInvalidArgument, "num_slots = %lld: must be >= 0",
+                detail::ll(p.num_slots));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.k, p.k_row_stride, p.batch.num_tokens,
+                                                     p.head_dim, "k", "k_row_stride"));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_bf16_rows(p.cache, p.cache_row_stride, p.num_slots,
+                                                     p.head_dim, "cache", "cache_row_stride"));
+  return detail::succeed();
+}
+
+Status check(const IndexKFp8Params& p) {
+  CACHESTORE_RETURN_IF_ERROR(detail::check_index_k_store(p));
+  return detail::succeed();
+}
+
+Status check(const IndexKFp4Params& p) {
+  CACHESTORE_RETURN_IF_ERROR(detail::check_index_k_store(p));
+  return detail::succeed();
+}
+
+Status check(const FusedStoreParams& p) {
+  using namespace detail;
+  CACHESTORE_RETURN_IF_ERROR(check_batch(p.batch));
+  CACHESTORE_RETURN_IF_ERROR(check_slots(p.kv_slots, p.batch.num_tokens, "kv_slots"));
+  CACHESTORE_RETURN_IF_ERROR(check_cache(p.kv_cache, "kv_cache"));
+  CACHESTORE_RETURN_IF_ERROR(
+      check_owner(p.kv_slots, p.kv_cache.num_pages * p.kv_cache.page_size, "kv_slots"));
+  const int64_t nope_dim = layout::mla_layout(p.kv_cache.layout).nope_dim;
+  CACHESTORE_RETURN_IF_ERROR(check_bf16_rows(p.nope, p.nope_row_stride, p.batch.num_tokens,
+                                             nope_dim, "nope", "nope_row_stride"));
+  CACHESTORE_RETURN_IF_ERROR(check_bf16_rows(p.rope, p.rope_row_stride, p.batch.num_tokens,
+                                             layout::kRopeDim, "rope", "rope_row_stride"));
+  CACHESTORE_RETURN_IF_ERROR(
+      check_int32_row_stride(p.nope_row_stride, p.batch.num_tokens, "nope_row_stride"));
+  CACHESTORE_RETURN_IF_ERROR(
+      check_int32_row_stride(p.rope_row_stride, p.batch.num_tokens, "rope_row_stride"));
+  if (p.index_k == nullptr) return succeed();
+
+  CACHESTORE_RETURN_IF_ERROR(check_slots(p.index_slots, p.batch.num_tokens, "index_slots"));
+  if (p.index_slots.type != p.kv_slots.type)
+    return fail(Status::kErrorNotSupported,
+                "index_slots.type must equal kv_slots.type (one kernel reads both)");
+  int64_t index_capacity = 0;
+  int32_t index_head_dim = 0;
+  if (p.index_format == IndexKFormat::kFp8) {
+    CACHESTORE_RETURN_IF_ERROR(check_cache(p.index_cache, "index_cache"));
+    index_capacity = p.index_cache.num_pages * p.index_cache.page_size;
+    index_head_dim = p.index_cache.head_dim;
+  } else if (p.index_format == IndexKFormat::kFp4) {
+    CACHESTORE_RETURN_IF_ERROR(check_cache(p.index_fp4_cache, "index_fp4_cache"));
+    index_capacity = p.index_fp4_cache.num_pages * p.index_fp4_cache.page_size;
+    index_head_dim = p.index_fp4_cache.head_dim;
+  } else {
+    return fail(Status::kErrorInvalidArgument, "index_format = %d: not an IndexKFormat",
+                static_cast<int>(p.index_format));
+  }
+  CACHESTORE_RETURN_IF_ERROR(check_owner(p.index_slots, index_capacity, "index_slots"));
+  CACHESTORE_RETURN_IF_ERROR(check_bf16_rows(p.index_k, p.index_k_row_stride, p.batch.num_tokens,
+                                             index_head_dim, "index_k", "index_k_row_stride"));
+  return succeed();
+}
+
+Status check(const PagedKvParams& p) {
+  using namespace detail;
+  CACHESTORE_RETURN_IF_ERROR(check_batch(p.batch));
+  CACHESTORE_RETURN_IF_ERROR(check_slots(p.slots, p.batch.num_tokens, "slots"));
+  if (p.input_type != KvDataType::kBf16 && p.input_type != KvDataType::kFp16)
+    return fail(Status::kErrorInvalidArgument, "input_type = %d: not a KvDataType",
+                static_cast<int>(p.input_type));
+  if (!layout::is_kv_cache_type(p.cache_type))
+    return fail(Status::kErrorInvalidArgument, "cache_type = %d: not a KvCacheType",
+                static_cast<int>(p.cache_type));
+  if (p.num_heads < 1 || p.num_heads > layout::kMaxKvHeads)
+    return fail(Status::kErrorNotSupported, "num_heads = %d: must be in [1, %d]", p.num_heads,
+                layout::kMaxKvHeads);
+  if (p.page_size < 1 || p.page_size > (1 << 20))
+    return fail(Status::kErrorNotSupported, "page_size = %d: must be in [1, 2^20]", p.page_size);
+  if (p.num_pages < 0)
+    return fail(Status::kErrorInvalidArgument, "num_pages = %lld: must be >= 0", ll(p.num_pages));
+  if (!product_fits(p.num_pages, p.page_size))
+    return fail(Status::kErrorCapacityOverflow, "num_pages * page_size overflows int64");
+  const int64_t capacity = p.num_pages * p.page_size;
+  CACHESTORE_RETURN_IF_ERROR(check_owner(p.slots, capacity, "slots"));
+  const bool pow2_page = (p.page_size & (p.page_size - 1)) == 0;
+  if (!pow2_page && capacity * p.slots.owner_size > (int64_t{1} << 32))
+    return fail(Status::kErrorNotSupported,
+                "num_pages * page_size * slots.owner_size = %lld: at most 2^32 slots when "
+                "page_size (%d) is not a power of two",
+                ll(capacity * p.slots.owner_size), p.page_size);
+  CACHESTORE_RETURN_IF_ERROR(
+      check_kv_input(p.k, p.batch.num_tokens, p.num_heads, p.cache_type, "k"));
+  CACHESTORE_RETURN_IF_ERROR(check_kv_cache(p.k_cache, p.k, p, "k_cache"));
+  if (p.v.data != nullptr) {
+    CACHESTORE_RETURN_IF_ERROR(
+        check_kv_input(p.v, p.batch.num_tokens, p.num_heads, p.cache_type, "v"));
+    CACHESTORE_RETURN_IF_ERROR(check_kv_cache(p.v_cache, p.v, p, "v_cache"));
+  }
+  return succeed();
+}
+
+}  // namespace cachestore

@@ -1,0 +1,7 @@
+// fused_store_cache's kernels and launcher for the v41_fp4 layout.
+#include "kernels/mla_v41.cuh"
+#include "dispatch/mla_launch.cuh"
+
+namespace cachestore::detail {
+template Status launch_mla<MlaLayout::kV41Fp4>(const FusedStoreParams&, const ArchInfo&, cudaStream_t);
+}  // namespace cachestore::detail

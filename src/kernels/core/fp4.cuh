@@ -1,0 +1,130 @@
+// e2m1 (fp4) encoding: the software conversion, the native one on Blackwell, and the bf16
+// threshold comparison Hopper's stores use.
+#pragma once
+
+#include <cstdint>
+#include <cuda_bf16.h>
+#include <cuda_fp4.h>
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "cachestore/layout.h"
+#include "kernels/core/native_cvt.cuh"
+
+namespace cachestore::kernels {
+
+
+// The e2m1 code of y (round to nearest; |y| > 6 gives 6; NaN gives +6, 0x7; the sign kept on a
+// zero magnitude, 0x8), as the PTX ISA defines cvt.rn.satfinite.e2m1x2.f32 for ties to even.
+// The magnitude code counts the midpoints between the 8 values {0, .5, 1, 1.5, 2, 3, 4, 6} that
+// |y| passes; a tie (|y| on a midpoint) goes to the even code (the midpoints above the odd codes
+// 1, 3, 5: 0.75, 1.75, 3.5 count when reached) or toward zero (no midpoint counts when only
+// reached). Branch-free; checked against the reference for all 2^32 inputs (gpu_conversion_test).
+__host__ __device__ __forceinline__ uint32_t e2m1_code_software(float y, Fp4Ties ties) {
+  const float a = fabsf(y);
+  uint32_t code = (a > 0.25f) + (a > 1.25f) + (a > 2.5f) + (a > 5.0f);
+  code += ties == Fp4Ties::kToEven ? (a >= 0.75f) + (a >= 1.75f) + (a >= 3.5f)
+                                    : (a > 0.75f) + (a > 1.75f) + (a > 3.5f);
+  uint32_t bits;
+  memcpy(&bits, &y, sizeof bits);
+  return a != a ? 0x7u : code | ((bits >> 28) & 0x8u);
+}
+
+// Two codes in one byte, `lo` in the low nibble. Ties to even on the native images: the
+// instruction, whose NaN (+6) and zero-sign results are those of the software path above.
+__device__ __forceinline__ uint32_t e2m1x2(float lo, float hi, Fp4Ties ties) {
+#if CACHESTORE_NATIVE_SHORT_CVT
+  if (ties == Fp4Ties::kToEven)
+    return __nv_cvt_float2_to_fp4x2(make_float2(lo, hi), __NV_E2M1, cudaRoundNearest);
+#endif
+  return e2m1_code_software(lo, ties) | (e2m1_code_software(hi, ties) << 4);
+}
+
+// kN / 2 bytes of e2m1 codes: 4 (kN = 8) or 8 (kN = 16).
+template <int kN>
+using Fp4Bytes = std::conditional_t<kN == 8, uint32_t, uint2>;
+
+// e2m1(f(v[i])) of kN values packed in memory order, two per byte, the even index low.
+template <int kN, typename F>
+__device__ __forceinline__ Fp4Bytes<kN> pack_e2m1(const float (&v)[kN], Fp4Ties ties, F f) {
+  static_assert(kN == 8 || kN == 16, "one 4- or 8-byte vector");
+  uint32_t w[kN / 8];
+#pragma unroll
+  for (int i = 0; i < kN / 8; ++i) {
+    w[i] = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      w[i] |= e2m1x2(f(v[8 * i + 2 * j]), f(v[8 * i + 2 * j + 1]), ties) << (8 * j);
+  }
+  if constexpr (kN == 8) {
+    return w[0];
+  } else {
+    return make_uint2(w[0], w[1]);
+  }
+}
+
+// e2m1 codes of x / s for bf16 x and a scale s of a few significant bits (V41_FP4's e4m3 scale,
+// the fp4 indexer's power of two), without a quotient: the code of x / s counts the e2m1
+// midpoints t in {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5} that |x| / s passes, and |x| / s > t iff
+// |x| > t * s. t * s has at most 7 significant bits, so it is exact in bf16 (or +Inf past its
+// range, where no finite x passes), and the comparison is exact. It is also what the rounded
+// quotient gives: x != t * s means |x - t * s| >= one bf16 ulp, 2^16 times more than the
+// rounding of x / s, so rn(x / s) never lands on a midpoint it did not reach. A tie (|x| == t *
+// s) goes up where ties go to even and t is above an odd code (0.75, 1.75, 3.5): there the
+// threshold is the next bf16 below t * s. Two values per instruction: the seven bf16x2 compares
+// give 1.0 or 0.0 each, summed onto 128.0, whose low mantissa bits are then the code. NaN and Inf
+// inputs (Inf thresholds) take the per-value path instead (e2m1_scaled). Checked against the
+// reference for every bf16 x and every scale of both layouts, both tie rules (gpu_conversion_test).
+struct E2m1Thresholds {
+  __nv_bfloat162 t[7];
+
+  __device__ __forceinline__ E2m1Thresholds(float scale, Fp4Ties ties) {
+    const float midpoints[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+#pragma unroll
+    for (int i = 0; i < 7; ++i) {
+      uint32_t pair = static_cast<uint32_t>(
+          __bfloat16_as_ushort(__float2bfloat16_rn(midpoints[i] * scale)));
+      if (ties == Fp4Ties::kToEven && i % 2 == 1) pair -= 1;  // >= t*s: > its predecessor
+      pair |= pair << 16;
+      t[i] = *reinterpret_cast<const __nv_bfloat162*>(&pair);
+    }
+  }
+
+  // The codes of 4 words of 2 bf16 values each (sign kept): 4 bytes in memory order.
+  __device__ __forceinline__ uint32_t codes(const uint32_t* w) const {
+    uint32_t out = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t magnitude = w[j] & 0x7fff7fffu;
+      const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&magnitude);
+      __nv_bfloat162 sum = __floats2bfloat162_rn(128.0f, 128.0f);
+#pragma unroll
+      for (int i = 0; i < 7; ++i) sum = __hadd2(sum, __hgt2(a, t[i]));
+      const uint32_t c = *reinterpret_cast<const uint32_t*>(&sum);
+      const uint32_t byte = (c & 0x7u) | ((c >> 12) & 0x70u) | ((w[j] >> 12) & 0x8u) |
+                            ((w[j] >> 24) & 0x80u);
+      out |= byte << (8 * j);
+    }
+    return out;
+  }
+};
+
+// Whether any of the 16-bit values of kWords words is NaN or +-Inf (magnitude >= 0x7f80), per
+// bf16x2 word without carries between the halves.
+template <int kWords>
+__device__ __forceinline__ bool any_bf16_nan_or_inf(const uint32_t* w) {
+  uint32_t hit = 0;
+#pragma unroll
+  for (int j = 0; j < kWords; ++j) hit |= ((w[j] & 0x7fff7fffu) + 0x00800080u) & 0x80008000u;
+  return hit != 0;
+}
+
+// Clears the sign of every nibble whose magnitude is 0 (0x8 -> 0x0): the fp4 indexer's rule.
+__device__ __forceinline__ uint32_t e2m1_drop_zero_signs(uint32_t w) {
+  const uint32_t nonzero = ((w & 0x77777777u) + 0x77777777u) & 0x88888888u;  // no carries
+  return w & (0x77777777u | nonzero);
+}
+
+}  // namespace cachestore::kernels

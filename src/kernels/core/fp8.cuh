@@ -1,0 +1,100 @@
+// fp8 (e4m3, e5m2) encoding: x / s with IEEE division's bytes, without a division instruction.
+#pragma once
+
+#include <cstdint>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "detail/scale_rules.h"
+
+namespace cachestore::kernels {
+
+// kN fp8 bytes: one 4-, 8- or 16-byte vector.
+template <int kN>
+using Fp8Bytes = std::conditional_t<kN == 4, uint32_t, std::conditional_t<kN == 8, uint2, uint4>>;
+
+// Where a divisor comes from decides which checks its quotient needs (fp8_divided).
+enum class ScaleSource {
+  kIndexKAmax,  // max(amax, 1e-4) / 448: in [2^-64, 2^64] or +Inf, and |x / s| <= 448
+  kTileAmax,    // V3.2's max(amax / 448, FLT_MIN): |x / s| <= 448, but s may be below 2^-64
+  kGiven,       // a caller's scale (K/V caches): any value, and x / s may overflow
+};
+
+// x / s with the stored fp8 byte IEEE division gives, without a division instruction (whose
+// range checks serialize the values), given r = 1/s correctly rounded: a product and one fma
+// residual correction (Markstein). A zero product is kept as it is (its sign, which the
+// correction would lose; also s = Inf, where x * 0 is exactly x / Inf), and with kMayOverflow an
+// Inf one (x / s overflows or lies within a rounding of FLT_MAX: both saturate; the residual
+// would make NaN of it). Valid for scales in [2^-64, 2^64] (markstein_applies; below, the
+// residual can underflow) and +Inf; callers divide outside. Checked against div.rn for every
+// bf16 (and fp16) x over the scales of every rule and 2,000+ others (gpu_conversion_test,
+// gpu_paged_kv_test).
+__device__ __forceinline__ bool markstein_applies(float s) {
+  return s >= 0x1p-64f && s <= 0x1p64f;  // false for NaN
+}
+template <bool kMayOverflow>
+__device__ __forceinline__ float markstein_quotient(float x, float s, float r) {
+  const float q = x * r;
+  const float corrected = detail::markstein_correct(x, s, r, q);
+  // The Inf check only where it can matter: under the MLA launch bounds it costs registers.
+  return q == 0.0f || (kMayOverflow && isinf(q)) ? q : corrected;
+}
+// RN(1 / s) for s in [FLT_MIN, 2^126) or s = +Inf (0), without the range check and slow-path
+// call of rcp.rn.f32: its fast path (an approximate reciprocal and one Newton step in fma),
+// which is the whole computation for these s. The amax rules' scales lie there. Checked against
+// __frcp_rn for every such s (gpu_conversion_test).
+__device__ __forceinline__ float reciprocal_rn(float s) {
+  float r0;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(s));
+  const float r = fmaf(r0, fmaf(-s, r0, 1.0f), r0);
+  return s == INFINITY ? 0.0f : r;
+}
+
+// The scalar form for a caller's scale, for the exhaustive tests.
+__device__ __forceinline__ float exact_quotient(float x, float s) {
+  return markstein_applies(s) ? markstein_quotient<true>(x, s, __frcp_rn(s)) : __fdiv_rn(x, s);
+}
+
+// fp8(f(v[i])) of kN values (a multiple of 4), packed in memory order, satfinite, round to nearest
+// even (cvt.rn.satfinite.{e4m3,e5m2}x2.f32); four values at a time so that few are live at once.
+template <__nv_fp8_interpretation_t kFormat, int kN, typename F>
+__device__ __forceinline__ Fp8Bytes<kN> pack_fp8(const float (&v)[kN], F f) {
+  static_assert(kN == 4 || kN == 8 || kN == 16, "one 4-, 8- or 16-byte vector");
+  uint32_t w[kN / 4];
+#pragma unroll
+  for (int i = 0; i < kN / 4; ++i) {
+    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(f(v[4 * i]), f(v[4 * i + 1])),
+                                                 __NV_SATFINITE, kFormat);
+    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(f(v[4 * i + 2]), f(v[4 * i + 3])),
+                                                 __NV_SATFINITE, kFormat);
+    w[i] = lo | (hi << 16);
+  }
+  if constexpr (kN == 4) {
+    return w[0];
+  } else if constexpr (kN == 8) {
+    return make_uint2(w[0], w[1]);
+  } else {
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// fp8(v[i] / s) of kN values sharing the scale s, with IEEE division's bytes. The range decision
+// is taken once for the vector, never per value: per-value checks would make one
+// branch-and-reconverge region per value and serialize the quotients. The index-K amax rule needs
+// no decision, so its kernels do not carry the division path (registers under their launch
+// bounds).
+template <__nv_fp8_interpretation_t kFormat, ScaleSource kSource, int kN>
+__device__ __forceinline__ Fp8Bytes<kN> fp8_divided(const float (&v)[kN], float s) {
+  if (kSource != ScaleSource::kIndexKAmax && !markstein_applies(s))
+    return pack_fp8<kFormat>(v, [s](float x) { return __fdiv_rn(x, s); });
+  // The amax rules' scales are in reciprocal_rn's range (index-K: [2^-22, 2^120) or +Inf;
+  // V3.2: within [2^-64, 2^64] here); a caller's may be anything.
+  const float r = kSource == ScaleSource::kGiven ? __frcp_rn(s) : reciprocal_rn(s);
+  return pack_fp8<kFormat>(v, [s, r](float x) {
+    return markstein_quotient<kSource == ScaleSource::kGiven>(x, s, r);
+  });
+}
+
+}  // namespace cachestore::kernels

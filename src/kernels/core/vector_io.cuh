@@ -1,0 +1,58 @@
+// Vector loads and stores of the store kernels, and the exact decoding of 16-bit inputs.
+#pragma once
+
+#include <cstdint>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "cachestore/cachestore.h"
+
+namespace cachestore::kernels {
+
+__device__ __forceinline__ uint4 load_vec(const uint16_t* p) {
+  return *reinterpret_cast<const uint4*>(p);
+}
+__device__ __forceinline__ void store_vec(uint8_t* p, const uint4& v) {
+  *reinterpret_cast<uint4*>(p) = v;
+}
+
+// An 8- or 16-byte vector to `p`: one store when p is aligned for it, else 4-byte stores (the
+// index-K pages of 1 or 2 slots are 132 or 264 bytes long, so their rows are 4-byte aligned).
+template <typename Vec>
+__device__ __forceinline__ void store_bytes(uint8_t* p, const Vec& v, bool aligned) {
+  if (aligned) {
+    *reinterpret_cast<Vec*>(p) = v;
+    return;
+  }
+  const auto* w = reinterpret_cast<const uint32_t*>(&v);
+  auto* out = reinterpret_cast<uint32_t*>(p);
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(Vec) / 4); ++i) out[i] = w[i];
+}
+
+// The two bf16 values of a 32-bit word decoded to fp32 (exact), the low half first.
+__device__ __forceinline__ void decode_bf16x2(uint32_t w, float* out) {
+  out[0] = __uint_as_float(w << 16);
+  out[1] = __uint_as_float(w & 0xffff0000u);
+}
+
+// The 8 16-bit values of one vector decoded to fp32 (exact), in memory order.
+template <KvDataType kType>
+__device__ __forceinline__ void decode_vec(const uint4& x, float* out) {
+  const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (kType == KvDataType::kBf16) {
+      decode_bf16x2(w[i], out + 2 * i);
+    } else {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+    }
+  }
+}
+
+}  // namespace cachestore::kernels

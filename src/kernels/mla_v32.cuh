@@ -1,0 +1,57 @@
+// MLA V3.2 ("fp8_ds_mla", layout::kMlaLayouts[kV32]): lane l holds NoPE values kN*l..kN*l+kN-1
+// (128/kN lanes per 128-value tile), quantized to e4m3 with an fp32 tile scale; lanes 0..7 also
+// copy one 16-byte RoPE vector. kRule, the cache's scale rule, is compiled in: a run-time branch
+// on it would sit on the chain between the loads and the stores.
+#pragma once
+
+#include "kernels/core/ue8m0.cuh"
+#include "kernels/mla_row.cuh"
+
+namespace cachestore::kernels {
+
+template <>
+struct MlaRow<MlaLayout::kV32> {
+  template <ScaleRule kRule, typename SlotT, int kN, bool kPdl>
+  __device__ __forceinline__ static void store(const GuardArgs& guard, const MlaArgs& a,
+                                               int64_t row, int lane, bool live) {
+    constexpr layout::PagedRows kRows = layout::mla_layout(MlaLayout::kV32).rows;
+    constexpr int kRopeLanes = layout::kRopeDim / 8;
+    constexpr int kTileLanes = layout::mla_layout(MlaLayout::kV32).tile / kN;
+    constexpr int kScalesOffset = layout::mla_layout(MlaLayout::kV32).scales_in_record;
+    constexpr int kRopeOffset = layout::mla_layout(MlaLayout::kV32).rope_in_record;
+    const int64_t input_row = mla_input_row(row, live);
+    const uint16_t* nope = a.nope + (input_row * a.nope_row_stride + kN * lane);
+    const uint16_t* rope_src = a.rope + (input_row * a.rope_row_stride + 8 * lane);
+    GuardSources<SlotT> sources(guard, a.slots, row);
+    begin_row<kPdl>(guard, sources, nope, rope_src);
+    auto x = Bf16Vals<kN>::template load<kPdl>(nope);
+    const uint4 rope = lane < kRopeLanes
+                           ? load_global<kPdl>(reinterpret_cast<const uint4*>(rope_src))
+                           : uint4{};
+    const auto [amax, pos, stored] =
+        guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, live, x);
+    if (!stored) return;
+
+    uint8_t* record =
+        a.cache.data + layout::data_offset(kRows, pos.local_page, pos.in_page, a.cache.page_stride);
+    x.decode();
+    float scale;
+    Fp8Bytes<kN> q;
+    if constexpr (kRule == ScaleRule::kPow2) {
+      const uint8_t e8 =
+          pow2_scale_byte(amax, [](float a) { return detail::v32_pow2_scale_base(a); },
+                          [](float a) { return detail::v32_pow2_scale_byte(a); });
+      scale = detail::ue8m0_to_float(e8);
+      q = x.to_e4m3_times(detail::ue8m0_reciprocal(e8));
+    } else {
+      scale = detail::v32_amax_scale(amax);
+      q = x.template to_e4m3_divided<ScaleSource::kTileAmax>(scale);
+    }
+    *reinterpret_cast<Fp8Bytes<kN>*>(record + kN * lane) = q;
+    if (lane % kTileLanes == 0)
+      reinterpret_cast<float*>(record + kScalesOffset)[lane / kTileLanes] = scale;
+    if (lane < kRopeLanes) store_vec(record + kRopeOffset + 16 * lane, rope);
+  }
+};
+
+}  // namespace cachestore::kernels
