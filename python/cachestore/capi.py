@@ -88,6 +88,26 @@ class PagedKvParams(_Params):
                          ("k", KvSide), ("v", KvSide)]
 
 
+class MlaLayoutInfo(_Params):
+    _fields_ = [("struct_size", u32), ("layout", i32), ("name", ctypes.c_char_p),
+                ("nope_dim", i32), ("rope_dim", i32), ("quantized_values", i32), ("tile", i32),
+                ("value_encoding", i32), ("scale_encoding", i32), ("rope_quantized", i32),
+                ("scale_rule_use", i32), ("data_row_bytes", i64), ("scale_row_bytes", i64),
+                ("page_round_bytes", i64)]
+
+
+class IndexKFormatInfo(_Params):
+    _fields_ = [("struct_size", u32), ("format", i32), ("name", ctypes.c_char_p), ("group", i32),
+                ("max_head_dim", i32), ("value_encoding", i32), ("scale_encoding", i32),
+                ("scale_bytes", i32), ("values_per_byte", i32)]
+
+
+class KvCacheTypeInfo(_Params):
+    _fields_ = [("struct_size", u32), ("cache_type", i32), ("name", ctypes.c_char_p),
+                ("element_bytes", i32), ("scaled", i32), ("head_dim_multiple", i32),
+                ("pad0", i32)]
+
+
 class CachestoreError(ValueError):
     """The library refused a call (bad argument, unsupported shape, misalignment, overflow):
     nothing was launched, nothing written. `status` is the C status name."""
@@ -131,14 +151,30 @@ def _load():
     lib.cachestore_status_string.argtypes = [i32]
     lib.cachestore_query_device.argtypes = [i32, ctypes.POINTER(i32), ctypes.POINTER(i32),
                                             ctypes.POINTER(i32)]
-    for name, params in (("cachestore_store_index_k_bf16_v2", IndexKBf16Params),
-                         ("cachestore_store_index_k_fp8_v2", IndexKFp8Params),
-                         ("cachestore_store_index_k_fp4", IndexKFp4Params),
-                         ("cachestore_fused_store_cache_v2", FusedStoreParams),
-                         ("cachestore_store_paged_kv", PagedKvParams)):
-        fn = getattr(lib, name)
+    for name, params in (("store_index_k_bf16_v2", IndexKBf16Params),
+                         ("store_index_k_fp8_v2", IndexKFp8Params),
+                         ("store_index_k_fp4", IndexKFp4Params),
+                         ("fused_store_cache_v2", FusedStoreParams),
+                         ("store_paged_kv", PagedKvParams)):
+        fn = getattr(lib, "cachestore_" + name)
         fn.restype = i32
         fn.argtypes = [ctypes.POINTER(params), vp]
+    for name, params in (("index_k_bf16", IndexKBf16Params), ("index_k_fp8", IndexKFp8Params),
+                         ("index_k_fp4", IndexKFp4Params), ("fused_store_cache", FusedStoreParams),
+                         ("paged_kv", PagedKvParams)):
+        fn = getattr(lib, "cachestore_check_" + name)
+        fn.restype = i32
+        fn.argtypes = [ctypes.POINTER(params)]
+    for name, info in (("mla_layout_info", MlaLayoutInfo),
+                       ("index_k_format_info", IndexKFormatInfo),
+                       ("kv_cache_type_info", KvCacheTypeInfo)):
+        fn = getattr(lib, "cachestore_" + name)
+        fn.restype = i32
+        fn.argtypes = [i32, ctypes.POINTER(info)]
+    lib.cachestore_mla_min_page_stride.restype = i32
+    lib.cachestore_mla_min_page_stride.argtypes = [i32, i32, ctypes.POINTER(i64)]
+    lib.cachestore_index_k_min_page_stride.restype = i32
+    lib.cachestore_index_k_min_page_stride.argtypes = [i32, i32, i32, ctypes.POINTER(i64)]
     return lib
 
 
@@ -172,6 +208,51 @@ def fused_store_cache(params, stream=0):
 
 def store_paged_kv(params, stream=0):
     check(lib.cachestore_store_paged_kv(ctypes.byref(params), stream))
+
+
+def check_params(params):
+    """The library's check of a params struct (the refusal the store would give, without
+    launching): raises CachestoreError, else returns None."""
+    fn = {IndexKBf16Params: lib.cachestore_check_index_k_bf16,
+          IndexKFp8Params: lib.cachestore_check_index_k_fp8,
+          IndexKFp4Params: lib.cachestore_check_index_k_fp4,
+          FusedStoreParams: lib.cachestore_check_fused_store_cache,
+          PagedKvParams: lib.cachestore_check_paged_kv}[type(params)]
+    check(fn(ctypes.byref(params)))
+
+
+# ---- the layout table, as the library describes it (include/cachestore/layout.h) -------------
+def _table(query, info_type):
+    """Every entry of one of the library's layout tables: ids 0, 1, ... until it refuses one."""
+    entries = []
+    while True:
+        info = info_type()
+        if query(len(entries), ctypes.byref(info)) != SUCCESS:
+            return entries
+        entries.append(info)
+
+
+MLA_LAYOUTS = {info.name.decode(): info for info in _table(lib.cachestore_mla_layout_info,
+                                                           MlaLayoutInfo)}
+INDEX_K_FORMATS = {info.name.decode(): info for info in _table(lib.cachestore_index_k_format_info,
+                                                               IndexKFormatInfo)}
+KV_CACHE_TYPES = {info.name.decode(): info for info in _table(lib.cachestore_kv_cache_type_info,
+                                                              KvCacheTypeInfo)}
+
+
+def mla_min_page_stride(layout, page_size):
+    """The smallest page stride in bytes of MLA layout id `layout` for `page_size` slots."""
+    out = i64()
+    check(lib.cachestore_mla_min_page_stride(layout, page_size, ctypes.byref(out)))
+    return out.value
+
+
+def index_k_min_page_stride(index_format, page_size, head_dim):
+    """The smallest page stride in bytes of index-K format id `index_format` at `head_dim`."""
+    out = i64()
+    check(lib.cachestore_index_k_min_page_stride(index_format, page_size, head_dim,
+                                                 ctypes.byref(out)))
+    return out.value
 
 
 def version():

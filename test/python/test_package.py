@@ -52,3 +52,27 @@ def test_query_device_answers_or_says_why():
         assert path in ("portable", "hopper", "blackwell") and cc > 0
     except cachestore.CachestoreCudaError as e:  # no GPU, or no image for it
         assert e.status in ("kErrorCudaRuntime", "kErrorArchMismatch")
+
+
+def test_layout_table_from_the_library():
+    # The package computes no byte math of its own: the layouts and their page strides come
+    # from the library's table (the contract's figures, docs/layouts.md).
+    assert sorted(capi.MLA_LAYOUTS) == ["v32", "v4", "v41", "v41_fp4"]
+    v4 = capi.MLA_LAYOUTS["v4"]
+    assert (v4.layout, v4.nope_dim, v4.data_row_bytes + v4.scale_row_bytes) == (capi.MLA_V4, 448, 584)
+    assert capi.mla_min_page_stride(capi.MLA_V4, 64) == 37440
+    assert capi.mla_min_page_stride(capi.MLA_V41_FP4, 64) == 18432
+    assert capi.index_k_min_page_stride(capi.INDEX_K_FP8, 64, 128) == 8448
+    assert capi.index_k_min_page_stride(capi.INDEX_K_FP4, 64, 128) == 4352
+    assert sorted(capi.INDEX_K_FORMATS) == ["fp4", "fp8"]
+    assert sorted(capi.KV_CACHE_TYPES) == ["auto", "fp8_e4m3", "fp8_e5m2"]
+    with pytest.raises(cachestore.CachestoreError, match="layout = 9"):
+        capi.mla_min_page_stride(9, 64)
+
+
+def test_library_check_without_a_store():
+    p = capi.IndexKBf16Params(num_tokens=4)
+    with pytest.raises(cachestore.CachestoreError, match="slots.data is null"):
+        capi.check_params(p)
+    p = capi.IndexKBf16Params(num_tokens=0, head_dim=128, k_row_stride=128, cache_row_stride=128)
+    assert capi.check_params(p) is None

@@ -4,22 +4,22 @@ under padded torch.cuda.graph replay, whole caches compared byte for byte; torch
 with torch in one process; a refused call writes nothing."""
 import pytest
 
-try:
-    import torch_reference as ref
-except ImportError:  # no PyTorch: the fixtures skip (or fail under CACHESTORE_REQUIRE_GPU=1)
-    ref = None
+from conftest import need_gpu
+
+need_gpu()  # the whole module skips once without a GPU (fails under CACHESTORE_REQUIRE_GPU=1)
+import torch_reference as ref  # noqa: E402
 
 B, P, PAGES = 32, 16, 8  # captured rows, page size, pages: 128 slots
 CAPACITY = P * PAGES
 
 
 @pytest.fixture
-def env(cuda):
+def env():
     import torch
 
     import cachestore.torch as cst
     torch.manual_seed(1234)
-    return torch, cst, cuda
+    return torch, cst, torch.device("cuda")
 
 
 def poison(torch, dev, *shape):
@@ -248,25 +248,29 @@ def test_opcheck(env):
     nope, rope = torch.randn(8, 448, device=dev).bfloat16(), torch.randn(8, 64, device=dev).bfloat16()
     v41_page = (528 * P + 511) // 512 * 512
     kk = torch.randn(8, 4, 128, device=dev).bfloat16()
+    # The ops' arguments in schema order (cachestore/torch's argument tables).
     samples = [
         (cst.ops.store_index_k_bf16,
-         (k, slots, torch.zeros(CAPACITY, 128, dtype=torch.bfloat16, device=dev), n, diag, -1, False)),
-        (cst.ops.store_index_k_quantized,
-         (True, k, slots, poison(torch, dev, PAGES, P * 68), P, 1, n, None, -1, 0, 1, False)),
+         (k, slots, torch.zeros(CAPACITY, 128, dtype=torch.bfloat16, device=dev), n, -1, diag,
+          False)),
+        (cst.ops.store_index_k_fp4,
+         (k, slots, poison(torch, dev, PAGES, P * 68), P, 1, n, -1, 0, 1, None, False)),
+        (cst.ops.store_index_k_fp8,
+         (k, slots, poison(torch, dev, PAGES, P * 132), P, 0, n, -1, 0, 1, diag, False)),
         (cst.ops.fused_store_cache,
          (nope, rope, slots, poison(torch, dev, PAGES, v41_page), 2, P, 1, k, slots,
-          poison(torch, dev, PAGES, P * 68), 1, P, 0, n, diag, -1, -1, 0, 1, False)),
+          poison(torch, dev, PAGES, P * 68), 1, P, 0, n, -1, -1, 0, 1, diag, False)),
         (cst.ops.store_paged_kv,
          (kk, kk, slots, torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev),
           torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev), "nhd", 0, None, None,
-          n, diag, -1, 0, 1, False)),
+          n, -1, 0, 1, diag, False)),
     ]
     for op, args in samples:
         torch.library.opcheck(op, args)
     # The ops are CUDA-only: CPU tensors reach no kernel.
     with pytest.raises((NotImplementedError, RuntimeError), match="CPU"):
         cst.ops.store_index_k_bf16(k.cpu(), slots.cpu(), torch.zeros(CAPACITY, 128, dtype=torch.bfloat16),
-                                   None, None, -1, False)
+                                   None, -1, None, False)
 
 
 def test_shares_streams_pointers_and_graphs_with_torch(env):

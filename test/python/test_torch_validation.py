@@ -3,11 +3,13 @@ tensors are enough (the device is checked after dtype and shape), so these run w
 is installed."""
 import pytest
 
+from conftest import need_torch
 
+torch_module = need_torch()
 
 
 @pytest.fixture
-def t(torch_module):
+def t():
     import cachestore.torch as cst
     return torch_module, cst
 

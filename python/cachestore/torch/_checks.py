@@ -1,0 +1,121 @@
+"""Metadata checks shared by the stores: dtype, shape, the contiguity a layout needs, one CUDA
+device. Each raises TypeError / ValueError naming the argument; they read no device value, so
+they also run on fake tensors under torch.compile. What only the library can check (alignment,
+page strides, capacities) it checks itself and refuses with cachestore.CachestoreError."""
+import torch
+
+from .. import capi as c
+
+POW2_PAGES = [1 << i for i in range(11)]  # 1 .. 1024
+
+
+def check_tensor(name, t, dtypes, ndims):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in dtypes:
+        raise TypeError(f"{name}.dtype is {t.dtype}; expected " +
+                        " or ".join(str(d) for d in dtypes))
+    if t.dim() not in ndims:
+        raise ValueError(f"{name} has {t.dim()} dimensions {tuple(t.shape)}; expected " +
+                         " or ".join(str(n) for n in ndims))
+
+
+def check_rows(name, t, width=None):
+    """A [rows, width] bf16 matrix with contiguous rows (any row stride)."""
+    check_tensor(name, t, (torch.bfloat16,), (2,))
+    if width is not None and t.shape[1] != width:
+        raise ValueError(f"{name} has {t.shape[1]} columns; the layout needs {width}")
+    if t.shape[1] > 1 and t.stride(1) != 1:
+        raise ValueError(f"{name} must have contiguous rows (stride(1) == 1), got {t.stride()}")
+
+
+def check_slots(name, t, rows):
+    check_tensor(name, t, (torch.int32, torch.int64), (1,))
+    if t.shape[0] != rows:
+        raise ValueError(f"{name} has {t.shape[0]} entries; the batch has {rows} rows")
+    if t.shape[0] > 1 and t.stride(0) != 1:
+        raise ValueError(f"{name} must be contiguous")
+
+
+def check_options(a):
+    """The batch options every store takes (num_tokens_non_padded, diagnostics, owner_*)."""
+    if a.num_tokens_non_padded is not None:
+        check_tensor("num_tokens_non_padded", a.num_tokens_non_padded, (torch.int32,), (0, 1))
+        if a.num_tokens_non_padded.numel() != 1:
+            raise ValueError("num_tokens_non_padded must hold one int32 (the real row count)")
+    if a.diagnostics is not None:
+        check_tensor("diagnostics", a.diagnostics, (torch.int64, torch.uint64), (1,))
+        if a.diagnostics.numel() != 2 or not a.diagnostics.is_contiguous():
+            raise ValueError("diagnostics must be a contiguous int64 tensor of 2 counters")
+    owner_rank, owner_size = getattr(a, "owner_rank", 0), getattr(a, "owner_size", 1)
+    if owner_size < 1 or owner_size & (owner_size - 1):
+        raise ValueError(f"owner_size = {owner_size}: must be a power of two >= 1")
+    if not 0 <= owner_rank < owner_size:
+        raise ValueError(f"owner_rank = {owner_rank}: must be in [0, owner_size = {owner_size})")
+
+
+def check_paged_bytes(name, t):
+    """A byte cache: uint8 [num_pages, ...], each page's bytes contiguous (any page stride)."""
+    check_tensor(name, t, (torch.uint8,), (2, 3, 4))
+    shape, stride = t.shape, t.stride()
+    expected = 1
+    for i in range(len(shape) - 1, 0, -1):
+        if shape[i] != 1 and stride[i] != expected:
+            raise ValueError(f"{name}: each page (dimensions 1..) must be contiguous, got "
+                             f"strides {stride}")
+        expected *= shape[i]
+
+
+def page_bytes(t):
+    size = 1
+    for n in t.shape[1:]:
+        size *= n
+    return size
+
+
+_PAGE_SIZES = {}  # (layout key, page bytes) -> the page size whose minimum page is that size
+
+
+def infer_page_size(name, page_size, t, key, min_bytes):
+    """`page_size` if given, else the power of two whose minimum page (min_bytes(P), from the
+    library's layout table) is exactly the cache's bytes per page."""
+    if page_size is not None:
+        return int(page_size)
+    size = page_bytes(t)
+    found = _PAGE_SIZES.get((key, size))
+    if found is None:
+        found = next((p for p in POW2_PAGES if min_bytes(p) == size), 0)
+        _PAGE_SIZES[(key, size)] = found
+    if found == 0:
+        raise ValueError(f"{name}: no page size has exactly {size} bytes per page in this "
+                         f"layout; pass page_size= (the page may be padded)")
+    return found
+
+
+def same_device(*named):
+    index = None
+    for name, t in named:
+        if t is None:
+            continue
+        if not t.is_cuda:
+            raise ValueError(f"{name} is on {t.device}; cachestore stores run on CUDA tensors")
+        if index is None:
+            index, first = t.get_device(), t
+        elif t.get_device() != index:
+            raise ValueError(f"{name} is on {t.device}, the other tensors on {first.device}")
+
+
+def ptr(t):
+    return None if t is None else t.data_ptr()
+
+
+def batch_fields(params, rows, a):
+    params.num_tokens = rows
+    params.num_tokens_non_padded = ptr(a.num_tokens_non_padded)
+    params.diagnostics = ptr(a.diagnostics)
+    params.enable_pdl = int(a.enable_pdl)
+
+
+def slots_of(t, reserved_slot, owner_rank=0, owner_size=1):
+    return c.Slots(t.data_ptr(), c.SLOT_INT32 if t.dtype == torch.int32 else c.SLOT_INT64,
+                   owner_rank, reserved_slot, owner_size, 0)

@@ -1,0 +1,145 @@
+"""store_paged_kv: K/V of MHA / GQA / MQA models into paged caches of any strides (NHD, HND,
+FlashInfer's stacked 5-D cache as two views, vLLM's 576-wide MLA rows as two views)."""
+import torch
+
+from .. import capi as c
+from . import _checks as k_
+from ._store import Arg, Store, batch_options
+
+CACHE_TYPES = {name: info.cache_type for name, info in c.KV_CACHE_TYPES.items()}
+_FP8_DTYPES = {torch.float8_e4m3fn: "fp8_e4m3", torch.float8_e5m2: "fp8_e5m2"}
+
+
+def _side_cache_type(a, cache_name, cache, x_name, x):
+    """The cache type a side's cache tensor holds (checked against kv_cache_dtype)."""
+    if cache.dtype in (torch.bfloat16, torch.float16):
+        if cache.dtype != x.dtype:
+            raise TypeError(f"{cache_name}.dtype {cache.dtype}: a 16-bit cache holds the input "
+                            f"type {x.dtype}")
+        side = "auto"
+    elif cache.dtype in _FP8_DTYPES:
+        side = _FP8_DTYPES[cache.dtype]
+    else:
+        if a.kv_cache_dtype not in ("fp8_e4m3", "fp8_e5m2"):
+            raise ValueError(f"{cache_name} is uint8: pass kv_cache_dtype='fp8_e4m3' or "
+                             f"'fp8_e5m2'")
+        side = a.kv_cache_dtype
+    if a.kv_cache_dtype not in (None, "auto") and side != a.kv_cache_dtype:
+        raise ValueError(f"kv_cache_dtype = {a.kv_cache_dtype!r} does not match "
+                         f"{cache_name}.dtype {cache.dtype}")
+    return side
+
+
+def _prepare(a):
+    if a.layout not in ("nhd", "hnd"):
+        raise ValueError(f"layout = {a.layout!r}: expected 'nhd' or 'hnd'")
+    if a.kv_cache_dtype not in (None, *CACHE_TYPES):
+        raise ValueError(f"kv_cache_dtype = {a.kv_cache_dtype!r}: expected one of "
+                         f"{sorted(CACHE_TYPES)}")
+    sides = [("key", a.key, "key_cache", a.key_cache, "k_scale", a.k_scale)]
+    if a.value is not None:
+        sides.append(("value", a.value, "value_cache", a.value_cache, "v_scale", a.v_scale))
+    elif a.value_cache is not None:
+        raise ValueError("value_cache given without value")
+    cache_type = None
+    for x_name, x, cache_name, cache, scale_name, scale in sides:
+        k_.check_tensor(x_name, x, (torch.bfloat16, torch.float16), (2, 3))
+        if x.dtype != a.key.dtype:
+            raise TypeError(f"{x_name}.dtype {x.dtype} differs from key.dtype {a.key.dtype}")
+        if x.stride(-1) != 1:
+            raise ValueError(f"{x_name}: the last dimension must be contiguous")
+        if x.shape[0] != a.key.shape[0]:
+            raise ValueError(f"{x_name} has {x.shape[0]} rows, key {a.key.shape[0]}")
+        if cache is None:
+            raise ValueError(f"{cache_name} is required with {x_name}")
+        k_.check_tensor(cache_name, cache,
+                        (torch.bfloat16, torch.float16, torch.uint8, torch.float8_e4m3fn,
+                         torch.float8_e5m2), (3, 4))
+        heads = x.shape[1] if x.dim() == 3 else 1
+        if cache.dim() == 3:
+            if heads != 1:
+                raise ValueError(f"{cache_name} is [pages, P, D] (one head) but {x_name} has "
+                                 f"{heads} heads")
+            want, got = (cache.shape[1], x.shape[-1]), (cache.shape[1], cache.shape[2])
+        else:
+            want = (heads, x.shape[-1])
+            got = ((cache.shape[2], cache.shape[3]) if a.layout == "nhd"
+                   else (cache.shape[1], cache.shape[3]))
+        if got != want:
+            raise ValueError(f"{cache_name} {tuple(cache.shape)} does not hold {x_name}'s "
+                             f"{heads} heads of {x.shape[-1]} in layout {a.layout!r}")
+        if cache.stride(-1) != 1:
+            raise ValueError(f"{cache_name}: the last dimension must be contiguous")
+        side = _side_cache_type(a, cache_name, cache, x_name, x)
+        if cache_type is not None and side != cache_type:
+            raise TypeError("key_cache and value_cache must have the same cache type")
+        cache_type = side
+        if c.KV_CACHE_TYPES[side].scaled:
+            if scale is None:
+                raise ValueError(f"{scale_name} is required for an fp8 cache")
+            k_.check_tensor(scale_name, scale, (torch.float32,), (0, 1))
+            if scale.numel() not in (1, heads) or not scale.is_contiguous():
+                raise ValueError(f"{scale_name} must hold 1 or {heads} (one per head) float32")
+    k_.check_slots("slot_mapping", a.slot_mapping, a.key.shape[0])
+    k_.check_options(a)
+    k_.same_device(("key", a.key), ("value", a.value), ("slot_mapping", a.slot_mapping),
+                   ("key_cache", a.key_cache), ("value_cache", a.value_cache),
+                   ("k_scale", a.k_scale), ("v_scale", a.v_scale),
+                   ("num_tokens_non_padded", a.num_tokens_non_padded),
+                   ("diagnostics", a.diagnostics))
+    a.kv_cache_dtype = CACHE_TYPES[cache_type]
+
+
+def _side(x, cache, layout, scale):
+    """One side of store_paged_kv: input [T, H, D] or [T, D]; cache NHD [pages, P, H, D], HND
+    [pages, H, P, D] or [pages, P, D] (one head)."""
+    side = c.KvSide()
+    side.data, side.token_stride = x.data_ptr(), x.stride(0)
+    side.head_dim = x.shape[-1]
+    side.head_stride = x.stride(1) if x.dim() == 3 else x.shape[-1]
+    side.cache, side.page_stride = cache.data_ptr(), cache.stride(0)
+    if cache.dim() == 3:
+        side.entry_stride, side.cache_head_stride = cache.stride(1), cache.shape[-1]
+    elif layout == "nhd":
+        side.entry_stride, side.cache_head_stride = cache.stride(1), cache.stride(2)
+    else:
+        side.entry_stride, side.cache_head_stride = cache.stride(2), cache.stride(1)
+    if scale is not None:
+        side.scale, side.scale_stride = scale.data_ptr(), 0 if scale.numel() == 1 else 1
+    return side
+
+
+def _build(a):
+    p = c.PagedKvParams()
+    k_.batch_fields(p, a.key.shape[0], a)
+    p.slots = k_.slots_of(a.slot_mapping, a.reserved_slot, a.owner_rank, a.owner_size)
+    p.num_heads = a.key.shape[1] if a.key.dim() == 3 else 1
+    p.input_type = c.KV_BF16 if a.key.dtype == torch.bfloat16 else c.KV_FP16
+    p.cache_type = a.kv_cache_dtype
+    p.num_pages = a.key_cache.shape[0]
+    p.page_size = (a.key_cache.shape[1] if (a.key_cache.dim() == 3 or a.layout == "nhd")
+                   else a.key_cache.shape[2])
+    p.k = _side(a.key, a.key_cache, a.layout, a.k_scale)
+    if a.value is not None:
+        p.v = _side(a.value, a.value_cache, a.layout, a.v_scale)
+    return c.store_paged_kv, p, a.key
+
+
+STORES = [
+    Store("store_paged_kv",
+          [Arg("key", "Tensor"), Arg("value", "Tensor?"), Arg("slot_mapping", "Tensor"),
+           Arg("key_cache", "Tensor", mutated=True),
+           Arg("value_cache", "Tensor?", mutated=True),
+           Arg("layout", "str", "nhd", keyword=True),
+           Arg("kv_cache_dtype", "int", None, keyword=True),
+           Arg("k_scale", "Tensor?", None, keyword=True),
+           Arg("v_scale", "Tensor?", None, keyword=True),
+           *batch_options()],
+          _prepare, _build,
+          doc="K/V [T, H, D] (or [T, D], one head) bf16 / fp16 into paged caches: NHD "
+              "[pages, P, H, D] or HND [pages, H, P, D] (layout), or [pages, P, D]; strides from "
+              "the tensors (FlashInfer's [pages, 2, P, H, D]: pass cache[:, 0] and cache[:, 1]). "
+              "A 16-bit cache copies; float8_e4m3fn / float8_e5m2 (or uint8 with "
+              "kv_cache_dtype) store fp8(x / scale) with k_scale / v_scale float32 tensors of 1 "
+              "or H values. value None: K only."),
+]
