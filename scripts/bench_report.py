@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Turns bench_store's JSON into a markdown table, the speed-target verdicts and a PNG plot.
+"""Turns bench_store's JSON into markdown tables (a summary per store, every row) and a PNG plot.
 
 usage: bench_report.py BENCH.json --markdown OUT.md [--plot OUT.png] [--previous OLD.json]
 
---previous: an earlier committed run (docs/bench-h200-round1.json): the large-n rows may not be
-more than 2% slower than there.
+--previous: an earlier run (the committed docs/bench-h200.json, before it is replaced): each
+row's time over that run's.
 """
 import argparse
 import json
@@ -19,20 +19,6 @@ KV_STORES = ["paged_kv_nhd", "paged_kv_hnd", "paged_kv_nhd_fp8", "paged_kv_hnd_f
 BASELINES = ["naive_bf16_scatter", "naive_fp8_composition", "separate_v4_plus_index",
              "separate_v32_plus_index", "naive_kv_two_nodes", "naive_k_one_node", "d2d_copy"]
 SMALL = [1, 8, 32, 128, 512]
-# Issue "Decode-size latency": x_naive bounds per store, PDL off (n <= 512) and PDL on (n <= 32).
-LATENCY_TARGETS = {
-    "index_k_bf16": (1.05, 0.72), "index_k_fp8_amax": (1.10, 0.90),
-    "index_k_fp8_pow2": (1.10, 0.90), "mla_v4": (1.08, 0.78), "mla_v32": (1.12, 0.85),
-    "mla_v32_amax": (1.12, 0.85), "fused_v4_index": (1.20, 0.95),
-    "fused_v32_index": (1.20, 0.95),
-}
-# Fastest peer per layout at n <= 512, CUDA-graph us per node (issue 4's table): (off, on)
-PEERS = {
-    "index_k_fp8_amax": ((1.27, 1.50), (0.86, 1.09)),
-    "index_k_fp8_pow2": ((1.27, 1.50), (0.86, 1.09)),
-    "mla_v4": ((1.19, 1.71), (0.70, 1.22)),
-    "mla_v32": ((1.54, 2.16), None),
-}
 
 
 def load(path):
@@ -78,87 +64,50 @@ def table(rows, mode, pdl, slots):
     return "\n".join(out)
 
 
-def span(vals):
-    return f"{min(vals):.3f}x .. {max(vals):.3f}x"
-
-
-def targets(rows, previous=None):
-    lines = ["\n## Speed targets (graph timing, decode-like slots unless noted; ratios sampled "
-             "alternately in the same row)\n", "| target | measured | verdict |", "|---|---|---|"]
-
-    def add(name, vals, bound, fmt=span):
-        vals = [v for v in vals if v is not None]
-        if vals:
-            lines.append(f"| {name} | {fmt(vals)} | {'met' if max(vals) <= bound else 'missed'} |")
-        else:
-            lines.append(f"| {name} | not measured | missed |")
-
-    def add_latency(store, off, on):
-        """x_naive bounds: PDL off at n <= 512, PDL on at n <= 32 and at n = 128, 512."""
-        add(f"{store} PDL off <= {off}x naive, n <= 512",
-            [cell(rows, store, "graph", "off", "decode", n, "x_naive") for n in SMALL], off)
-        add(f"{store} PDL on <= {on}x naive (PDL off), n <= 32",
-            [cell(rows, store, "graph", "on", "decode", n, "x_naive") for n in (1, 8, 32)], on)
-        add(f"{store} PDL on <= 1.00x naive, n = 128, 512",
-            [cell(rows, store, "graph", "on", "decode", n, "x_naive") for n in (128, 512)], 1.0)
-
-    # Decode-size latency: x_naive (over the lean naive bf16 scatter, PDL off).
-    for store, (off, on) in LATENCY_TARGETS.items():
-        add_latency(store, off, on)
-    # Keep large n: within 2% of the previous committed run, every mode.
-    if previous is not None:
-        worst = None
-        for store in STORES:
-            for pdl in ("off", "on"):
-                for slots in ("decode", "prefill"):
-                    for n in (65536, 262144):
-                        a = cell(rows, store, "graph", pdl, slots, n)
-                        b = cell(previous, store, "graph", pdl, slots, n)
-                        if a and b and (worst is None or a / b > worst[0]):
-                            worst = (a / b, f"{store} PDL {pdl} {slots} n={n}")
-        if worst:
-            lines.append(f"| large n no more than 2% slower than round 1 | worst {worst[0]:.3f}x ({worst[1]}) | "
-                         f"{'met' if worst[0] <= 1.02 else 'missed'} |")
-    for slots in ("prefill", "decode"):
-        r = []
-        for store in STORES + KV_STORES:
-            a = cell(rows, store, "graph", "on", slots, 262144)
-            b = cell(rows, store, "graph", "off", slots, 262144)
-            if a and b:
-                r.append(a / b)
-        add(f"PDL on within 3% of off, n = 262144 {slots}", r, 1.03)
-    p = cell(rows, "mla_v32_amax", "graph", "off", "prefill", 262144, "pct_copy")
-    lines.append(f"| mla_v32_amax >= 95% of copy, n = 262144 prefill | "
-                 f"{'-' if p is None else f'{p:.1f}%'} | {'met' if p is not None and p >= 95 else 'missed'} |")
-    # Paged K/V (issue store_paged_kv).
-    for store in ("paged_kv_nhd", "paged_kv_hnd", "paged_kv_mla576"):
-        add(f"{store} <= 0.65x the two naive nodes, n <= 512",
-            [cell(rows, store, "graph", "off", "decode", n, "x_baseline") for n in SMALL], 0.65)
-        add(f"{store} <= 1.10x one lean naive node, n <= 512",
-            [cell(rows, store, "graph", "off", "decode", n, "x_naive") for n in SMALL], 1.10)
-    for store in ("paged_kv_nhd_fp8", "paged_kv_hnd_fp8"):
-        add(f"{store} <= 1.15x one lean naive node, n <= 512",
-            [cell(rows, store, "graph", "off", "decode", n, "x_naive") for n in SMALL], 1.15)
-    for slots, need in (("prefill", 92), ("decode", 85)):
-        worst = None
-        for store in ("paged_kv_nhd", "paged_kv_hnd", "paged_kv_nhd_fp8", "paged_kv_hnd_fp8"):
-            for n in (65536, 262144):
-                p = cell(rows, store, "graph", "off", slots, n, "pct_copy")
-                if p is not None and (worst is None or p < worst[0]):
-                    worst = (p, store, n)
-        if worst:
-            lines.append(f"| paged K/V {slots} >= {need}% of copy, n >= 65536 | worst {worst[0]:.1f}% "
-                         f"({worst[1]}, n={worst[2]}) | {'met' if worst[0] >= need else 'missed'} |")
-    # DeepSeek V4.1 and fp4 (issue "V4.1 and FP4"): x_naive PDL off n <= 512; PDL on as V4 and
-    # the fp8 index-K; % of copy at n = 262144.
-    for store, off, on in (("mla_v41", 1.10, 0.78), ("mla_v41_fp4", 1.12, 0.78),
-                           ("index_k_fp4", 1.10, 0.90), ("fused_v41_fp4_index", 1.20, 0.95)):
-        add_latency(store, off, on)
-        for slots, need in (("prefill", 92), ("decode", 75)):
+def summary(rows):
+    """The headline per store: graph us and x_naive at n = 1, 32, 512 (decode slots, PDL off and
+    on), % of copy at n = 262144 (prefill and decode slots, PDL off)."""
+    head = ["store", "n=1 off", "32 off", "512 off", "1 on", "32 on", "512 on",
+            "262144 prefill", "262144 decode"]
+    lines = ["\n## Summary: us per node (x_naive), % of copy at large n\n",
+             "| " + " | ".join(head) + " |", "|---|" + "---|" * (len(head) - 1)]
+    for store in STORES + KV_STORES + ["naive_bf16_scatter", "d2d_copy"]:
+        cells = []
+        for pdl in ("off", "on"):
+            for n in (1, 32, 512):
+                us = cell(rows, store, "graph", pdl, "decode", n)
+                x = cell(rows, store, "graph", pdl, "decode", n, "x_naive")
+                cells.append("" if us is None else f"{us:.2f}" + ("" if x is None else f" ({x:.2f}x)"))
+        for slots in ("prefill", "decode"):
             p = cell(rows, store, "graph", "off", slots, 262144, "pct_copy")
-            lines.append(f"| {store} >= {need}% of copy, n = 262144 {slots} | "
-                         f"{'-' if p is None else f'{p:.1f}%'} | "
-                         f"{'met' if p is not None and p >= need else 'missed'} |")
+            cells.append("" if p is None else f"{p:.0f}%")
+        lines.append(f"| {store} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def compare(rows, previous):
+    """Each graph row's time over the same row of an earlier run: the spread of the ratios per
+    store, and the rows beyond 5% either way."""
+    lines = ["\n## Against the earlier run (graph rows, this run's us / that run's)\n",
+             "| store | rows | min | median | max |", "|---|---|---|---|---|"]
+    outliers = []
+    for store in STORES + KV_STORES + BASELINES:
+        ratios = []
+        for key, b in rows.items():
+            if key[0] != store or key[1] != "graph":
+                continue
+            old = previous.get(key)
+            if old is not None and old.get("us"):
+                ratios.append((b["us"] / old["us"], key))
+        if not ratios:
+            continue
+        vals = sorted(r for r, _ in ratios)
+        lines.append(f"| {store} | {len(vals)} | {vals[0]:.3f} | {vals[len(vals) // 2]:.3f} | "
+                     f"{vals[-1]:.3f} |")
+        outliers += [(r, k) for r, k in ratios if abs(r - 1) > 0.05]
+    if outliers:
+        lines.append("\nRows beyond 5%: " + "; ".join(
+            f"{k[0]} pdl={k[2]} {k[3]} n={k[4]}: {r:.3f}" for r, k in sorted(outliers)))
     return "\n".join(lines)
 
 
@@ -201,7 +150,9 @@ def main():
               "kernel_variant", "copy_GBps", "timing"):
         if k in context:
             md.append(f"- {k}: {context[k]}")
-    md.append(targets(rows, previous))
+    md.append(summary(rows))
+    if previous is not None:
+        md.append(compare(rows, previous))
     for mode in ("graph", "stream"):
         for pdl in ("off", "on"):
             for slots in ("decode", "prefill"):
@@ -213,7 +164,9 @@ def main():
             plot(rows, args.plot)
         except ImportError as e:
             print(f"no plot: {e}", file=sys.stderr)
-    print(targets(rows, previous))
+    print(summary(rows))
+    if previous is not None:
+        print(compare(rows, previous))
 
 
 if __name__ == "__main__":
