@@ -4,6 +4,7 @@ and the entry points. Plain Python: importing it needs no torch.
 The structs mirror the header field for field; `struct_size` is set to their ctypes size, which
 is the C size (same platform ABI), so the library reads them under its versioned-struct rule.
 """
+import collections
 import ctypes
 import os
 
@@ -223,21 +224,23 @@ def check_params(params):
 
 # ---- the layout table, as the library describes it (include/cachestore/layout.h) -------------
 def _table(query, info_type):
-    """Every entry of one of the library's layout tables: ids 0, 1, ... until it refuses one."""
-    entries = []
+    """Every entry of one of the library's layout tables (ids 0, 1, ... until it refuses one),
+    as plain named tuples keyed by name (no ctypes objects: torch.compile reads them)."""
+    fields = [f for f, _ in info_type._fields_ if f not in ("struct_size", "pad0")]
+    entry = collections.namedtuple(info_type.__name__, fields)
+    entries = {}
     while True:
         info = info_type()
         if query(len(entries), ctypes.byref(info)) != SUCCESS:
             return entries
-        entries.append(info)
+        values = {f: getattr(info, f) for f in fields}
+        values["name"] = values["name"].decode()
+        entries[values["name"]] = entry(**values)
 
 
-MLA_LAYOUTS = {info.name.decode(): info for info in _table(lib.cachestore_mla_layout_info,
-                                                           MlaLayoutInfo)}
-INDEX_K_FORMATS = {info.name.decode(): info for info in _table(lib.cachestore_index_k_format_info,
-                                                               IndexKFormatInfo)}
-KV_CACHE_TYPES = {info.name.decode(): info for info in _table(lib.cachestore_kv_cache_type_info,
-                                                              KvCacheTypeInfo)}
+MLA_LAYOUTS = _table(lib.cachestore_mla_layout_info, MlaLayoutInfo)
+INDEX_K_FORMATS = _table(lib.cachestore_index_k_format_info, IndexKFormatInfo)
+KV_CACHE_TYPES = _table(lib.cachestore_kv_cache_type_info, KvCacheTypeInfo)
 
 
 def mla_min_page_stride(layout, page_size):

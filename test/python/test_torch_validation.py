@@ -115,3 +115,53 @@ def test_paged_kv_checks(t):
         cst.store_paged_kv(k, None, slots, kc, vc)
     with pytest.raises(ValueError, match="key is on cpu"):
         cst.store_paged_kv(k, v, slots, kc, vc)
+
+
+def test_decode_step_traces_on_fake_cuda_tensors(t):
+    # No GPU needed: make_fx and torch.compile(fullgraph=True) trace the stores as the torch ops
+    # (metadata checks and fake implementations only; nothing launches).
+    torch, cst = t
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def step(hidden, slots, n, kv_cache, index_cache, key_cache, value_cache):
+        cst.fused_store_cache(hidden[:, :448], hidden[:, 448:512], slots, kv_cache,
+                              index_k=hidden[:, 512:640], index_cache=index_cache,
+                              num_tokens_non_padded=n)
+        kv = hidden[:, :1024].view(-1, 8, 128)
+        cst.store_paged_kv(kv[:, :4], kv[:, 4:], slots, key_cache, value_cache,
+                           num_tokens_non_padded=n)
+        cst.store_index_k_fp4(hidden[:, :128], slots, index_cache[:, :64 * 68], ties="toward_zero")
+        return hidden.float().sum()
+
+    with FakeTensorMode():
+        args = (torch.empty(32, 1024, dtype=torch.bfloat16, device="cuda"),
+                torch.empty(32, dtype=torch.int64, device="cuda"),
+                torch.empty(1, dtype=torch.int32, device="cuda"),
+                torch.empty(8, 37440, dtype=torch.uint8, device="cuda"),
+                torch.empty(8, 64 * 132, dtype=torch.uint8, device="cuda"),
+                torch.empty(8, 16, 4, 128, dtype=torch.bfloat16, device="cuda"),
+                torch.empty(8, 16, 4, 128, dtype=torch.bfloat16, device="cuda"))
+        gm = make_fx(step, tracing_mode="fake")(*args)
+        ops = [str(n.target) for n in gm.graph.nodes if "cachestore" in str(n.target)]
+        assert ops == ["cachestore.fused_store_cache.default", "cachestore.store_paged_kv.default",
+                       "cachestore.store_index_k_fp4.default"]
+        assert torch.compile(step, fullgraph=True, backend="eager")(*args).shape == ()
+        # The checks run while tracing too: a wrong layout is refused before any graph exists.
+        with pytest.raises(ValueError, match="nope has 448 columns; the layout needs 512"):
+            make_fx(lambda h, s, c: cst.fused_store_cache(h[:, :448], h[:, 448:512], s, c,
+                                                          layout="v32"),
+                    tracing_mode="fake")(args[0], args[1], args[3])
+
+
+def test_op_schemas_mark_the_caches_mutated(t):
+    torch, cst = t
+    schemas = {name: str(getattr(torch.ops.cachestore, name).default._schema)
+               for name in ("store_index_k_bf16", "store_index_k_fp8", "store_index_k_fp4",
+                            "fused_store_cache", "store_paged_kv")}
+    assert "Tensor(a!) cache" in schemas["store_index_k_fp8"]
+    assert "Tensor(b!)? diagnostics" in schemas["store_index_k_fp8"]
+    assert "Tensor(a!) kv_cache" in schemas["fused_store_cache"]
+    assert "Tensor(b!)? index_cache" in schemas["fused_store_cache"]
+    assert "Tensor(a!) key_cache, Tensor(b!)? value_cache" in schemas["store_paged_kv"]
+    assert all(s.endswith("-> ()") for s in schemas.values())

@@ -42,7 +42,7 @@ class BoundStore:
     at each call: rebind after reallocating any of them."""
 
     def __init__(self, store, args, kwargs):
-        self._fn, self._params, self._tensor = store.build(store.resolve(args, kwargs))
+        self._fn, self._params, self._tensor = store.build(store.resolve(*args, **kwargs))
         self._keep = (args, kwargs)
 
     def __call__(self):

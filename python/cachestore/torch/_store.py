@@ -8,7 +8,6 @@ resolves what the caller left open (page sizes, defaults that depend on other ar
 it runs on fake tensors too.
 """
 import inspect
-import types
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -48,7 +47,7 @@ def batch_options(sharded=True):
 class Store:
     name: str
     args: list
-    prepare: Callable  # (a: SimpleNamespace of the arguments) -> None; may set resolved values
+    prepare: Callable  # (a: the arguments as attributes) -> None; may set resolved values
     build: Callable    # (a) -> (C function, params, a tensor on the launch device)
     doc: str = ""
     op: object = field(default=None, init=False)
@@ -63,62 +62,70 @@ class Store:
             parts.append(f"{t} {a.name}")
         return f"({', '.join(parts)}) -> ()"
 
-    def signature(self):
-        params = []
-        for a in self.args:
-            kind = (inspect.Parameter.KEYWORD_ONLY if a.keyword
-                    else inspect.Parameter.POSITIONAL_OR_KEYWORD)
-            params.append(inspect.Parameter(a.name, kind, default=a.default))
-        return inspect.Signature(params)
+    def _source(self, name, tail):
+        """A function with the store's own signature (explicit parameters, so that it is fast and
+        torch.compile traces it): named choices converted, the arguments prepared, then `tail`."""
+        params, keyword_started = [], False
+        for arg in self.args:
+            if arg.keyword and not keyword_started:
+                params.append("*")
+                keyword_started = True
+            params.append(arg.name if arg.default is _REQUIRED else f"{arg.name}=_d_{arg.name}")
+        lines = [f"def {name}({', '.join(params)}):"]
+        for arg in self.args:
+            if arg.choices is not None:
+                lines += [f"    if {arg.name} is not None:",
+                          f"        if {arg.name} not in _c_{arg.name}:",
+                          f"            raise ValueError(f\"{arg.name} = {{{arg.name}!r}}: "
+                          f"expected one of {sorted(arg.choices)}\")",
+                          f"        {arg.name} = _c_{arg.name}[{arg.name}]"]
+        names = ", ".join(a.name for a in self.args)
+        lines += [f"    a = _Args({names})", "    _prepare(a)", f"    {tail}"]
+        return "\n".join(lines)
 
-    def resolve(self, args, kwargs):
-        """The public call's arguments, bound, named choices converted, then prepared."""
-        bound = self._signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        a = types.SimpleNamespace(**bound.arguments)
-        for arg in self._choices:
-            value = getattr(a, arg.name)
-            if value is None:
-                continue
-            if value not in arg.choices:
-                raise ValueError(f"{arg.name} = {value!r}: expected one of {sorted(arg.choices)}")
-            setattr(a, arg.name, arg.choices[value])
-        self.prepare(a)
-        return a
-
-    def op_values(self, a):
-        return [getattr(a, arg.name) for arg in self.args]
+    def _compile(self, name, tail, env):
+        env = dict(env, _Args=self._args_class, _prepare=self.prepare)
+        for arg in self.args:
+            env[f"_d_{arg.name}"] = arg.default
+            env[f"_c_{arg.name}"] = arg.choices
+        exec(self._source(name, tail), env)  # noqa: S102 - source built from the table above
+        fn = env[name]
+        fn.__qualname__ = name
+        fn.__doc__ = self.doc
+        return fn
 
     def register(self):
         """Defines torch.ops.cachestore.<name> (CUDA only: a direct call with CPU tensors is
-        refused by the dispatcher instead of passing host pointers to a kernel) and its fake."""
-        self._signature = self.signature()
-        self._choices = [a for a in self.args if a.choices is not None]
+        refused by the dispatcher instead of passing host pointers to a kernel) and its fake, and
+        makes the functions of this store."""
         names = [a.name for a in self.args]
+        init = "\n".join([f"def __init__(self, {', '.join(names)}):"] +
+                          [f"    self.{n} = {n}" for n in names])
+        env = {}
+        exec(init, env)  # noqa: S102 - the argument names of the table
+        self._args_class = type(f"{self.name}_args", (), {"__init__": env["__init__"]})
         _LIB.define(self.name + self.schema())
 
         def cuda_impl(*values):
-            launch(*self.build(types.SimpleNamespace(**dict(zip(names, values)))))
+            launch(*self.build(self._args_class(*values)))
 
         _LIB.impl(self.name, cuda_impl, "CUDA")
         torch.library.register_fake(f"cachestore::{self.name}", lib=_LIB)(
             lambda *values: None)
         self.op = getattr(torch.ops.cachestore, self.name)
+        op_call = ", ".join(f"a.{n}" for n in names)
+        self.resolve = self._compile(self.name, "return a", {})
+        self._functions = {
+            "op": self._compile(self.name, f"return _op({op_call})", {"_op": self.op}),
+            "direct": self._compile(self.name, "_launch(*_build(a))",
+                                    {"_launch": launch, "_build": self.build}),
+        }
         return self
 
     def function(self, way):
         """The public function of this store: `way` 'op' (through the dispatcher: traceable by
         torch.compile) or 'direct' (the C call without the dispatcher)."""
-        if way == "op":
-            def store(*args, **kwargs):
-                return self.op(*self.op_values(self.resolve(args, kwargs)))
-        else:
-            def store(*args, **kwargs):
-                launch(*self.build(self.resolve(args, kwargs)))
-        store.__name__ = store.__qualname__ = self.name
-        store.__doc__ = self.doc
-        store.__signature__ = self._signature
-        return store
+        return self._functions[way]
 
 
 # ---- launching ----------------------------------------------------------------------------------
