@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Host time of one eager cachestore.torch call on this machine's CPU, three ways: the registered
-custom op (validation, dispatcher, C call, launch), `cachestore.torch.direct` (validation, C
+"""Host time of one eager cachestore.torch call on this machine's CPU, three ways: the torch op
+(checks, dispatcher, C call, launch), `cachestore.torch.direct` (validation, C
 call, launch) and a `cachestore.torch.bind` store (the C call and launch only). A one-row batch,
 so the GPU work is far shorter than the host's; the median of 20 batches of 500 calls."""
 import statistics
@@ -29,7 +29,7 @@ calls = {
     "store_paged_kv (NHD)": ("store_paged_kv", (kv, kv, slots, kc, vc),
                              {"num_tokens_non_padded": n}),
 }
-print(f"{'call':36s} {'custom op (us)':>15s} {'direct (us)':>12s} {'bound (us)':>11s}")
+print(f"{'call':36s} {'torch op (us)':>15s} {'direct (us)':>12s} {'bound (us)':>11s}")
 for name, (fn, args, kwargs) in calls.items():
     row = []
     bound = cst.bind(fn, *args, **kwargs)

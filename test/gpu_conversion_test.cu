@@ -44,7 +44,7 @@ struct Mismatches {
 //    cvt.rn.satfinite.e2m1x2.f32 for ties to even), against the PTX ISA's definition.
 //  - e2m1 by cuda_fp4.h's __nv_cvt_float2_to_fp4x2 (rn) as compiled here: NVIDIA's software
 //    emulation of that instruction, so the reference and the native path agree too.
-//  - the V41 scale byte from amax's bits (detail::v41_scale_byte) against DESIGN.md's formula,
+//  - the V41 scale byte from amax's bits (detail::v41_scale_byte) against docs/layouts.md's formula,
 //    for every non-negative amax; the same for the index-K pow2 / V4 byte and the V3.2 pow2 byte
 //    (detail::v4_scale_byte, v32_pow2_scale_byte: the sm_90 image's path, kernels::pow2_scale_byte).
 //  - the kernels' UE8M0 round-up of a scale (kernels::ue8m0_round_up: from the bits on sm_90),

@@ -80,14 +80,14 @@ TEST_F(GoldenTest, IndexKFp8BothRules) {
 TEST_F(GoldenTest, MlaV4AndV32WithFusedIndexK) {
   for (MlaLayout layout_kind : {MlaLayout::kV4, MlaLayout::kV32}) {
     const bool v4 = layout_kind == MlaLayout::kV4;
-    const int64_t stride = v4 ? layout::min_page_stride(MlaLayout::kV4, kPage) : layout::min_page_stride(MlaLayout::kV32, kPage);
+    const int64_t stride = layout::min_page_stride(layout_kind, kPage);
     thrust::device_vector<uint8_t> kv(pages_ * stride, kPoison), index_buffer;
     FusedStoreParams p;
     p.batch = batch();
     p.kv_slots = slots();
     p.nope = input(0);
     p.nope_row_stride = kGoldenCols;
-    p.rope = input(v4 ? layout::mla_layout(MlaLayout::kV4).nope_dim : layout::mla_layout(MlaLayout::kV32).nope_dim);
+    p.rope = input(layout::mla_layout(layout_kind).nope_dim);
     p.rope_row_stride = kGoldenCols;
     p.kv_cache = {layout_kind, thrust::raw_pointer_cast(kv.data()), pages_, kPage, stride,
                   v4 ? ScaleRule::kPow2 : ScaleRule::kAmax};
@@ -153,7 +153,7 @@ TEST_F(GoldenTest, MlaV41AndV41Fp4WithFusedFp4IndexK) {
     p.kv_slots = slots();
     p.nope = input(0);
     p.nope_row_stride = kGoldenCols;
-    p.rope = input(layout::mla_layout(MlaLayout::kV41).nope_dim);
+    p.rope = input(layout::mla_layout(layout_kind).nope_dim);
     p.rope_row_stride = kGoldenCols;
     p.kv_cache = {layout_kind, thrust::raw_pointer_cast(kv.data()), pages_, kPage, stride,
                   ScaleRule::kPow2};

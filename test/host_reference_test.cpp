@@ -1,5 +1,5 @@
 // Host tests of the references, the guard and the conversions, run everywhere. Expected values
-// here are worked out by hand from DESIGN.md, or are the peers' golden records.
+// here are worked out by hand from docs/layouts.md, or are the peers' golden records.
 #include <cmath>
 #include <cstring>
 

@@ -114,7 +114,7 @@ class StoreCase {
       cache_ = &sc_.output(pages * index_stride_, kPoison, "index-K cache");
     } else {
       const MlaLayout mla = mla_layout_of(kind);
-      nope_dim_ = mla == MlaLayout::kV32 ? layout::mla_layout(MlaLayout::kV32).nope_dim : layout::mla_layout(MlaLayout::kV4).nope_dim;
+      nope_dim_ = layout::mla_layout(mla).nope_dim;
       nope_stride_ = nope_dim_ + pad;
       rope_stride_ = layout::kRopeDim + pad;
       nope_ = &sc_.input(std::vector<uint8_t>(2 * b * nope_stride_));

@@ -3,7 +3,7 @@
 `cachestore.capi` is the C ABI with raw device pointers (ctypes; no torch needed).
 `cachestore.torch` takes torch tensors and registers torch custom ops (imports torch).
 Every store writes row i only if i < n (a device count read at run time), slot >= 0,
-slot != reserved slot and slot < capacity; see the project README.
+slot != reserved slot and slot < capacity; see docs/layouts.md.
 """
 from . import capi
 from .capi import CachestoreCudaError, CachestoreError, library_path, query_device

@@ -1,4 +1,4 @@
-// The row guard of DESIGN.md, written once: used by every kernel and by the host references.
+// The row guard of docs/layouts.md, written once: used by every kernel and by the host references.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Scale formulas of DESIGN.md, shared by the kernels and the host references. What differs
+// Scale formulas of docs/layouts.md, shared by the kernels and the host references. What differs
 // between the two is only the final conversions (e4m3 and the UE8M0 round-up): the device uses
 // cuda_fp8.h, the references their own encoders (test/reference/conversions.h).
 #pragma once

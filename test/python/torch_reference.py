@@ -1,4 +1,4 @@
-"""PyTorch references of every cachestore layout (DESIGN.md), written from the formulas, for the
+"""PyTorch references of every cachestore layout (docs/layouts.md), written from the formulas, for the
 Python tests. Each `ref_*` writes the real rows' records into `cache` (a clone of the cache before
 the store) at their slots, exactly as the contract says; bytes are compared whole."""
 import torch

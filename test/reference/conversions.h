@@ -116,7 +116,7 @@ CACHESTORE_HOST_DEVICE inline uint8_t e2m1_from_float(float x, bool ties_to_even
   return sign | code;
 }
 
-// The index-K pow2 / V4 scale byte by DESIGN.md's formula: the UE8M0 round-up of
+// The index-K pow2 / V4 scale byte by docs/layouts.md's formula: the UE8M0 round-up of
 // max(amax, 1e-4) / 448 (IEEE division; satfinite: an Inf amax gives 254).
 CACHESTORE_HOST_DEVICE inline uint8_t v4_scale_byte_formula(float amax) {
   return ue8m0_from_float_rp_satfinite((amax > 1e-4f ? amax : 1e-4f) / 448.0f);
@@ -130,7 +130,7 @@ CACHESTORE_HOST_DEVICE inline uint8_t v32_pow2_scale_byte_formula(float amax) {
   return ue8m0_from_float_rp_satfinite(q > 1e-4f ? q : 1e-4f);
 }
 
-// The V41 scale byte by DESIGN.md's formula, V3.2 pow2's; but an Inf amax gives 247
+// The V41 scale byte by docs/layouts.md's formula, V3.2 pow2's; but an Inf amax gives 247
 // (exp_field(Inf) - 8), the byte SGLang's kernel writes.
 CACHESTORE_HOST_DEVICE inline uint8_t v41_scale_byte_formula(float amax) {
   if ((float_to_bits(amax) & 0x7fffffffu) == 0x7f800000u) return 247;

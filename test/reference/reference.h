@@ -1,4 +1,4 @@
-// Host references of every store: plain C++, the contract of DESIGN.md, the library's own
+// Host references of every store: plain C++, the contract of docs/layouts.md, the library's own
 // params structs with every pointer a host pointer (num_tokens_non_padded and diagnostics
 // included). Used by the tests and the benchmark's verification.
 #pragma once

@@ -92,7 +92,7 @@ struct Bf16Vals {
     return pack_fp8<__NV_E4M3>(v, [factor](float x) { return x * factor; });
   }
 
-  // e2m1 codes of x / s (sign kept; DESIGN.md's rounding with `ties`), two per byte.
+  // e2m1 codes of x / s (sign kept; docs/layouts.md's rounding with `ties`), two per byte.
   // `quotient(x)` is x / s exactly as the layout defines it (a true division for V41_FP4, a
   // power-of-two product for the indexer): the per-value path computes it and converts (the
   // native instruction on Blackwell for ties to even); elsewhere the bf16 thresholds decide.
