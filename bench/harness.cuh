@@ -101,4 +101,16 @@ uint8_t* poisoned_cache(thrust::device_vector<uint8_t>& buffer, size_t bytes);
 
 Status cuda_status(cudaError_t err);
 
+// The fp8 index-K store of `k` ([n, 128] bf16) into the pool's fp8 cache with `rule`.
+inline IndexKFp8Params index_k_fp8_params(const Node& node, const uint16_t* k, ScaleRule rule) {
+  IndexKFp8Params p;
+  p.batch = node.batch;
+  p.slots = node.slot_map;
+  p.k = k;
+  p.k_row_stride = 128;
+  p.cache = pool().fp8(rule);
+  p.launch = node.launch;
+  return p;
+}
+
 }  // namespace cachestore::bench

@@ -5,17 +5,6 @@
 namespace cachestore::bench {
 namespace {
 
-IndexKFp8Params fp8_params(const Node& node, ScaleRule rule) {
-  IndexKFp8Params p;
-  p.batch = node.batch;
-  p.slots = node.slot_map;
-  p.k = node.in;
-  p.k_row_stride = 128;
-  p.cache = pool().fp8(rule);
-  p.launch = node.launch;
-  return p;
-}
-
 const Family kIndexK(
     {
         {7, "index_k_bf16", 520, 128, false, "naive_bf16_scatter", true, "naive_bf16_scatter",
@@ -35,12 +24,14 @@ const Family kIndexK(
         {8, "index_k_fp8_amax", 396, 128, false, "naive_fp8_composition", true,
          "naive_bf16_scatter", [] { return pool().index_pages * kPage; },
          [](const Node& node) {
-           return store_index_k_fp8(fp8_params(node, ScaleRule::kAmax), node.stream);
+           return store_index_k_fp8(index_k_fp8_params(node, node.in, ScaleRule::kAmax),
+                                    node.stream);
          }},
         {9, "index_k_fp8_pow2", 396, 128, false, "naive_fp8_composition", true,
          "naive_bf16_scatter", [] { return pool().index_pages * kPage; },
          [](const Node& node) {
-           return store_index_k_fp8(fp8_params(node, ScaleRule::kPow2), node.stream);
+           return store_index_k_fp8(index_k_fp8_params(node, node.in, ScaleRule::kPow2),
+                                    node.stream);
          }},
         {15, "index_k_fp4", 332, 128, false, nullptr, true, "naive_bf16_scatter",
          [] { return pool().index_pages * kPage; },

@@ -42,14 +42,7 @@ FusedStoreParams fused_params(const Node& node, MlaLayout layout, IndexKFormat f
 Status separate(const Node& node, MlaLayout layout) {
   const Status kv = fused_store_cache(mla_params(node, layout, ScaleRule::kPow2), node.stream);
   if (kv != Status::kSuccess) return kv;
-  IndexKFp8Params index;
-  index.batch = node.batch;
-  index.slots = node.slot_map;
-  index.k = node.index_in;
-  index.k_row_stride = 128;
-  index.cache = pool().fp8(ScaleRule::kAmax);
-  index.launch = node.launch;
-  return store_index_k_fp8(index, node.stream);
+  return store_index_k_fp8(index_k_fp8_params(node, node.index_in, ScaleRule::kAmax), node.stream);
 }
 
 const Family kMla(
