@@ -25,20 +25,4 @@ inline int32_t int32_row_stride(int64_t row_stride, int64_t rows) {
   return rows <= 1 ? 0 : static_cast<int32_t>(row_stride);
 }
 
-// The index-K cache of a fused call in its format's struct, as the kernels' index_k_args reads
-// it: the fp8 or fp4 cache's fields.
-struct IndexKCacheView {
-  void* data;
-  int64_t num_pages;
-  int32_t page_size;
-  int64_t page_stride_bytes;
-  int32_t head_dim;
-};
-inline IndexKCacheView view_of(const IndexKFp8Cache& c) {
-  return {c.data, c.num_pages, c.page_size, c.page_stride_bytes, c.head_dim};
-}
-inline IndexKCacheView view_of(const IndexKFp4Cache& c) {
-  return {c.data, c.num_pages, c.page_size, c.page_stride_bytes, c.head_dim};
-}
-
 }  // namespace cachestore::detail
