@@ -1,6 +1,7 @@
 # The cachestore library target, its generated headers and its installed package.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
+include(${CMAKE_CURRENT_LIST_DIR}/CachestoreTorchOps.cmake)
 
 set(CACHESTORE_GENERATED_INCLUDE_DIR "${PROJECT_BINARY_DIR}/include")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/version.h.in"
@@ -69,6 +70,15 @@ elseif(CACHESTORE_BUILD_TESTS)
     LIBRARY_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/shared")
   set(CACHESTORE_SHARED_TARGET cachestore_shared)
 endif()
+# A development build's native torch ops, beside its shared library (only when asked for:
+# -DCACHESTORE_TORCH_OPS=ON; the Python package builds its own below).
+if(CACHESTORE_TORCH_OPS STREQUAL "ON" AND CACHESTORE_SHARED_TARGET AND NOT SKBUILD)
+  get_target_property(shared_dir ${CACHESTORE_SHARED_TARGET} LIBRARY_OUTPUT_DIRECTORY)
+  if(NOT shared_dir)
+    set(shared_dir "${PROJECT_BINARY_DIR}")
+  endif()
+  cachestore_add_torch_ops(${CACHESTORE_SHARED_TARGET} "${shared_dir}")
+endif()
 
 # The Python package's library (pyproject.toml, scikit-build-core sets SKBUILD): the same objects
 # as a shared library with the CUDA runtime linked statically, so that the wheel needs only the
@@ -84,6 +94,10 @@ if(SKBUILD)
     LIBRARY_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/python")
   target_link_options(cachestore_python PRIVATE "LINKER:--exclude-libs,ALL" "LINKER:--as-needed")
   install(TARGETS cachestore_python LIBRARY DESTINATION cachestore)
+  cachestore_add_torch_ops(cachestore_python "${PROJECT_BINARY_DIR}/python")
+  if(TARGET cachestore_torch)
+    install(TARGETS cachestore_torch LIBRARY DESTINATION cachestore)
+  endif()
   return()  # the wheel holds the Python package only: no headers, archives or CMake files
 endif()
 

@@ -3,6 +3,7 @@ source tree with CACHESTORE_LIBRARY naming a built libcachestore.so (the CTest e
 A module that needs PyTorch or a GPU skips as a whole, once, with the reason (no PyTorch, no
 NVIDIA driver, no CUDA device); CACHESTORE_REQUIRE_GPU=1 turns that skip into a failure."""
 import os
+import subprocess
 import sys
 
 import pytest
@@ -46,3 +47,15 @@ def need_gpu():
     absent = gpu_absence(torch)
     need(not absent, absent)
     return torch
+
+
+def run_under_python_ops(test_file, this_test):
+    """Runs `test_file` (but `this_test`) in a fresh interpreter with CACHESTORE_TORCH_BACKEND=
+    python: the ops defined in Python (one process holds one definition of
+    torch.ops.cachestore). Asserts that everything passed and nothing skipped."""
+    env = dict(os.environ, CACHESTORE_TORCH_BACKEND="python")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-k", f"not {this_test}", os.path.abspath(test_file)],
+                         env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout and " skipped" not in run.stdout, run.stdout[-2000:]

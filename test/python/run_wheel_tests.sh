@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # The Python package as a user gets it: `pip install <source tree>` (scikit-build-core drives the
-# project's CMake) into a scratch target folder, then pytest on test/python against that
-# installed package, from outside the tree. The interpreter's own packages (PyTorch, pytest)
-# stay visible. With <source>/.whl present (a machine without network: the build backend carried
-# as a wheel) pip installs from there only and builds without isolation.
+# project's CMake, which builds the native torch ops when the interpreter has torch >= 2.10) into
+# a scratch target folder, then pytest on test/python against that installed package, from
+# outside the tree. The interpreter's own packages (PyTorch, pytest) stay visible.
+#
+# PyTorch: if python3 has none, a scratch environment gets one from the package index
+# (CACHESTORE_TEST_TORCH=<pip requirement>, default torch==2.10.*, the oldest torch the native
+# ops target; kept in WORK_DIR.torch-env between runs), so that the native ops' host side is
+# built and tested here too; CACHESTORE_TEST_TORCH=none skips that (the torch tests then skip).
+# The package builds without isolation against the interpreter's torch. With <source>/.whl
+# present (a machine without network: the build backend carried as a wheel) pip installs from
+# there only.
 #
 # usage: run_wheel_tests.sh SOURCE_DIR WORK_DIR [PYTEST_ARGS...]   (package in WORK_DIR/site)
 set -euo pipefail
@@ -12,20 +19,36 @@ work=$2
 shift 2
 rm -rf "$work"
 mkdir -p "$work/site" "$work/tools"
-export PYTHONPATH="$work/site:$work/tools${PYTHONPATH:+:$PYTHONPATH}"
 pip_opts=(-q --disable-pip-version-check --no-warn-script-location)
-build_opts=()
-if [[ -d "$src/.whl" ]]; then
-  pip_opts+=(--no-index --find-links "$src/.whl")
-  python3 -c "import scikit_build_core" 2>/dev/null ||
-    python3 -m pip install "${pip_opts[@]}" --target "$work/tools" scikit-build-core
-  build_opts=(--no-build-isolation)
+[[ -d "$src/.whl" ]] && pip_opts+=(--no-index --find-links "$src/.whl")
+py=python3
+torch_req=${CACHESTORE_TEST_TORCH:-torch==2.10.*}
+if ! python3 -c "import torch" 2>/dev/null && [[ "$torch_req" != none && ! -d "$src/.whl" ]]; then
+  env_dir="$work.torch-env"
+  if ! "$env_dir/bin/python" -c "import torch, pytest, scikit_build_core" 2>/dev/null; then
+    rm -rf "$env_dir"
+    start=$SECONDS
+    if python3 -m venv "$env_dir" &&
+       "$env_dir/bin/python" -m pip install "${pip_opts[@]}" "$torch_req" scikit-build-core pytest
+    then
+      echo "torch environment ($torch_req): $((SECONDS - start)) s"
+    else
+      echo "could not install $torch_req (no package index?): the torch tests skip"
+      rm -rf "$env_dir"
+    fi
+  fi
+  [[ -x "$env_dir/bin/python" ]] && py="$env_dir/bin/python"
 fi
-python3 -c "import pytest" 2>/dev/null ||
-  python3 -m pip install "${pip_opts[@]}" --target "$work/tools" pytest
+export PYTHONPATH="$work/site:$work/tools${PYTHONPATH:+:$PYTHONPATH}"
+"$py" -c "import scikit_build_core" 2>/dev/null ||
+  "$py" -m pip install "${pip_opts[@]}" --target "$work/tools" scikit-build-core
+"$py" -c "import pytest" 2>/dev/null ||
+  "$py" -m pip install "${pip_opts[@]}" --target "$work/tools" pytest
 start=$SECONDS
-python3 -m pip install "${pip_opts[@]}" "${build_opts[@]}" --no-deps --target "$work/site" "$src"
+"$py" -m pip install "${pip_opts[@]}" --no-build-isolation --no-deps --target "$work/site" "$src"
 echo "pip install $src: $((SECONDS - start)) s"
 cd "$work"
-python3 -c "import cachestore; print('installed', cachestore.__version__, cachestore.library_path())"
-exec python3 -m pytest -q -p no:cacheprovider -p no:logging -rs "$@" "$src/test/python"
+"$py" -c "import cachestore; print('installed', cachestore.__version__, cachestore.library_path())"
+"$py" -c "import cachestore.torch as t; print('cachestore.torch:', t.backend, '-', t.backend_detail)" \
+  2>/dev/null || echo "cachestore.torch: no torch in $py"
+exec "$py" -m pytest -q -p no:cacheprovider -p no:logging -rs "$@" "$src/test/python"

@@ -2,9 +2,11 @@
 under padded torch.cuda.graph replay, whole caches compared byte for byte; torch.compile
 (fullgraph) through the custom ops; torch.library.opcheck; streams, pointers and graphs shared
 with torch in one process; a refused call writes nothing."""
+import os
+
 import pytest
 
-from conftest import need_gpu
+from conftest import need_gpu, run_under_python_ops
 
 need_gpu()  # the whole module skips once without a GPU (fails under CACHESTORE_REQUIRE_GPU=1)
 import torch_reference as ref  # noqa: E402
@@ -262,13 +264,13 @@ def test_opcheck(env):
           poison(torch, dev, PAGES, P * 68), 1, P, 0, n, -1, -1, 0, 1, diag, False)),
         (cst.ops.store_paged_kv,
          (kk, kk, slots, torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev),
-          torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev), "nhd", 0, None, None,
+          torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev), 0, None, None, None,
           n, -1, 0, 1, diag, False)),
     ]
     for op, args in samples:
         torch.library.opcheck(op, args)
-    # The ops are CUDA-only: CPU tensors reach no kernel.
-    with pytest.raises((NotImplementedError, RuntimeError), match="CPU"):
+    # CPU tensors are checked, then refused naming the first one: no kernel sees a host pointer.
+    with pytest.raises(ValueError, match="^k is on cpu"):
         cst.ops.store_index_k_bf16(k.cpu(), slots.cpu(), torch.zeros(CAPACITY, 128, dtype=torch.bfloat16),
                                    None, -1, None, False)
 
@@ -300,6 +302,21 @@ def test_shares_streams_pointers_and_graphs_with_torch(env):
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, k)
+
+
+def test_native_ops_on_this_gpu(env):
+    # gpu-check runs these tests with CACHESTORE_TORCH_BACKEND=native: the ops are the C++ ones.
+    torch, cst, dev = env
+    if os.environ.get("CACHESTORE_TORCH_BACKEND") == "native":
+        assert cst.backend == "native", cst.backend_detail
+
+
+@pytest.mark.skipif(os.environ.get("CACHESTORE_TORCH_BACKEND") == "python",
+                    reason="this is the run under the Python ops")
+def test_python_ops_pass_the_same_gpu_tests():
+    # The fallback path on the GPU: this module again in a fresh interpreter with the ops
+    # defined in Python (one process holds one definition of torch.ops.cachestore).
+    run_under_python_ops(__file__, "test_python_ops_pass_the_same_gpu_tests")
 
 
 def test_refused_call_writes_nothing(env):

@@ -1,126 +1,221 @@
 """cachestore.torch's checks before any call: a TypeError / ValueError naming the argument. CPU
-tensors are enough (the device is checked after dtype and shape), so these run wherever PyTorch
-is installed."""
+tensors are enough (the device is checked after dtype and shape, and the ops have CPU kernels
+that check, then refuse the device), so these run wherever PyTorch is installed: in CI they test
+the native ops' host side (loading, registration, schemas, the C++ checks, fake tensors and
+torch.compile tracing) as well as the Python ops'."""
+import os
+
 import pytest
 
-from conftest import need_torch
+from conftest import need_torch, run_under_python_ops
 
-torch_module = need_torch()
-
-
-@pytest.fixture
-def t():
-    import cachestore.torch as cst
-    return torch_module, cst
+torch = need_torch()
+import cachestore.torch as cst  # noqa: E402
+from cachestore.torch import _native  # noqa: E402
 
 
-def bf16(torch, *shape):
+def bf16(*shape):
     return torch.zeros(*shape, dtype=torch.bfloat16)
 
 
-def test_index_k_bf16_checks(t):
-    torch, cst = t
-    k, slots, cache = bf16(torch, 4, 128), torch.zeros(4, dtype=torch.int64), bf16(torch, 64, 128)
-    with pytest.raises(TypeError, match=r"k\.dtype"):
-        cst.store_index_k_bf16(k.float(), slots, cache)
-    with pytest.raises(TypeError, match=r"slot_mapping\.dtype"):
-        cst.store_index_k_bf16(k, slots.float(), cache)
-    with pytest.raises(ValueError, match="slot_mapping has 3 entries"):
-        cst.store_index_k_bf16(k, slots[:3], cache)
-    with pytest.raises(ValueError, match="cache must be"):
-        cst.store_index_k_bf16(k, slots, bf16(torch, 64, 64))
-    with pytest.raises(ValueError, match="contiguous rows"):
-        cst.store_index_k_bf16(bf16(torch, 128, 4).t(), slots, cache)
-    with pytest.raises(ValueError, match="num_tokens_non_padded"):
-        cst.store_index_k_bf16(k, slots, cache,
-                               num_tokens_non_padded=torch.zeros(2, dtype=torch.int32))
-    with pytest.raises(ValueError, match="diagnostics"):
-        cst.store_index_k_bf16(k, slots, cache, diagnostics=torch.zeros(3, dtype=torch.int64))
-    with pytest.raises(ValueError, match="k is on cpu"):
-        cst.store_index_k_bf16(k, slots, cache)
+def i64(n):
+    return torch.zeros(n, dtype=torch.int64)
 
 
-def test_index_k_fp8_and_fp4_checks(t):
-    torch, cst = t
-    k, slots = bf16(torch, 4, 128), torch.zeros(4, dtype=torch.int32)
-    fp8 = torch.zeros(8, 64 * 132, dtype=torch.uint8)
-    fp4 = torch.zeros(8, 64 * 68, dtype=torch.uint8)
-    with pytest.raises(TypeError, match=r"cache\.dtype"):
-        cst.store_index_k_fp8(k, slots, fp8.float())
-    with pytest.raises(ValueError, match="scale_rule"):
-        cst.store_index_k_fp8(k, slots, fp8, scale_rule="max")
-    with pytest.raises(ValueError, match="pass page_size"):
-        cst.store_index_k_fp8(k, slots, torch.zeros(8, 1000, dtype=torch.uint8))
-    with pytest.raises(ValueError, match="ties"):
-        cst.store_index_k_fp4(k, slots, fp4, ties="up")
-    with pytest.raises(ValueError, match="owner_rank"):
-        cst.store_index_k_fp4(k, slots, fp4, owner_rank=2, owner_size=2)
-    with pytest.raises(ValueError, match="owner_size"):
-        cst.store_index_k_fp4(k, slots, fp4, owner_size=3)
-    with pytest.raises(ValueError, match="on cpu"):
-        cst.store_index_k_fp4(k, slots, fp4)  # well-formed: only the device is wrong
+def u8(*shape):
+    return torch.zeros(*shape, dtype=torch.uint8)
 
 
-def test_fused_checks(t):
-    torch, cst = t
-    nope, rope, slots = bf16(torch, 4, 448), bf16(torch, 4, 64), torch.zeros(4, dtype=torch.int64)
-    v4 = torch.zeros(8, 37440, dtype=torch.uint8)
-    with pytest.raises(ValueError, match="layout"):
-        cst.fused_store_cache(nope, rope, slots, v4, layout="v5")
-    with pytest.raises(ValueError, match="nope has 448 columns; the layout needs 512"):
-        cst.fused_store_cache(nope, rope, slots, v4, layout="v32")
-    with pytest.raises(ValueError, match="rope has 2 rows"):
-        cst.fused_store_cache(nope, rope[:2], slots, v4)
-    with pytest.raises(ValueError, match="index_cache is required"):
-        cst.fused_store_cache(nope, rope, slots, v4, index_k=bf16(torch, 4, 128))
-    with pytest.raises(TypeError, match="index_slot_mapping.dtype"):
-        cst.fused_store_cache(nope, rope, slots, v4, index_k=bf16(torch, 4, 128),
-                              index_slot_mapping=slots.int(),
-                              index_cache=torch.zeros(8, 64 * 132, dtype=torch.uint8))
-    with pytest.raises(ValueError, match="index_format"):
-        cst.fused_store_cache(nope, rope, slots, v4, index_k=bf16(torch, 4, 128),
-                              index_cache=torch.zeros(8, 64 * 132, dtype=torch.uint8),
-                              index_format="fp6")
-    with pytest.raises(ValueError, match="kv_cache: no page size"):
-        cst.fused_store_cache(nope, rope, slots, v4, layout="v41")
-    with pytest.raises(ValueError, match="nope is on cpu"):
-        cst.fused_store_cache(nope, rope, slots, torch.zeros(8, 33792, dtype=torch.uint8),
-                              layout="v41")
+K, K16 = bf16(4, 128), bf16(4, 8, 128)
+SLOTS, SLOTS32 = i64(4), torch.zeros(4, dtype=torch.int32)
+FP8_PAGES, FP4_PAGES, V4_PAGES = u8(8, 64 * 132), u8(8, 64 * 68), u8(8, 37440)
+NOPE, ROPE = bf16(4, 448), bf16(4, 64)
+KC = bf16(10, 16, 8, 128)
+FP8 = torch.zeros(10, 16, 8, 128, dtype=torch.float8_e4m3fn)
+ONE = torch.ones(1)
+
+# (store, args, kwargs, exception, message regex): every refusal of the tensor checks, and a
+# well-formed call on CPU tensors (only the device is wrong).
+CASES = {
+    "bf16_dtype": ("store_index_k_bf16", (K.float(), SLOTS, bf16(64, 128)), {}, TypeError,
+                   r"^k\.dtype is torch\.float32; expected torch\.bfloat16$"),
+    "bf16_slot_dtype": ("store_index_k_bf16", (K, SLOTS.float(), bf16(64, 128)), {}, TypeError,
+                        r"slot_mapping\.dtype"),
+    "bf16_slot_count": ("store_index_k_bf16", (K, SLOTS[:3], bf16(64, 128)), {}, ValueError,
+                        "^slot_mapping has 3 entries; the batch has 4 rows$"),
+    "bf16_cache_width": ("store_index_k_bf16", (K, SLOTS, bf16(64, 64)), {}, ValueError,
+                         r"^cache must be \[num_slots, 128\] with contiguous rows, got \(64, 64\) "
+                         r"strides \(64, 1\)$"),
+    "bf16_rows": ("store_index_k_bf16", (bf16(128, 4).t(), SLOTS, bf16(64, 128)), {}, ValueError,
+                  r"^k must have contiguous rows \(stride\(1\) == 1\), got \(1, 4\)$"),
+    "bf16_ndim": ("store_index_k_bf16", (bf16(4, 1, 128), SLOTS, bf16(64, 128)), {}, ValueError,
+                  r"^k has 3 dimensions \(4, 1, 128\); expected 2$"),
+    "bf16_count": ("store_index_k_bf16", (K, SLOTS, bf16(64, 128)),
+                   {"num_tokens_non_padded": torch.zeros(2, dtype=torch.int32)}, ValueError,
+                   "num_tokens_non_padded must hold one int32"),
+    "bf16_count_dtype": ("store_index_k_bf16", (K, SLOTS, bf16(64, 128)),
+                         {"num_tokens_non_padded": torch.zeros(1, dtype=torch.int64)}, TypeError,
+                         r"num_tokens_non_padded\.dtype is torch\.int64"),
+    "bf16_diagnostics": ("store_index_k_bf16", (K, SLOTS, bf16(64, 128)),
+                         {"diagnostics": i64(3)}, ValueError, "diagnostics must be"),
+    "bf16_device": ("store_index_k_bf16", (K, SLOTS, bf16(64, 128)), {}, ValueError,
+                    "^k is on cpu; cachestore stores run on CUDA tensors$"),
+    "fp8_dtype": ("store_index_k_fp8", (K, SLOTS32, FP8_PAGES.float()), {}, TypeError,
+                  r"^cache\.dtype is torch\.float32; expected torch\.uint8$"),
+    "fp8_rule": ("store_index_k_fp8", (K, SLOTS32, FP8_PAGES), {"scale_rule": "max"}, ValueError,
+                 r"^scale_rule = 'max': expected one of \['amax', 'pow2'\]$"),
+    "fp8_page_size": ("store_index_k_fp8", (K, SLOTS32, u8(8, 1000)), {}, ValueError,
+                      "^cache: no page size has exactly 1000 bytes per page in this layout; "
+                      r"pass page_size= \(the page may be padded\)$"),
+    "fp8_page_strides": ("store_index_k_fp8", (K, SLOTS32, u8(8, 64, 132)[:, :, :100]), {},
+                         ValueError, r"^cache: each page \(dimensions 1\.\.\) must be contiguous, "
+                         r"got strides \(8448, 132, 1\)$"),
+    "fp4_ties": ("store_index_k_fp4", (K, SLOTS32, FP4_PAGES), {"ties": "up"}, ValueError,
+                 "ties"),
+    "fp4_owner_rank": ("store_index_k_fp4", (K, SLOTS32, FP4_PAGES),
+                       {"owner_rank": 2, "owner_size": 2}, ValueError,
+                       r"^owner_rank = 2: must be in \[0, owner_size = 2\)$"),
+    "fp4_owner_size": ("store_index_k_fp4", (K, SLOTS32, FP4_PAGES), {"owner_size": 3},
+                       ValueError, "^owner_size = 3: must be a power of two >= 1$"),
+    "fp4_device": ("store_index_k_fp4", (K, SLOTS32, FP4_PAGES), {}, ValueError, "on cpu"),
+    "mla_layout": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES), {"layout": "v5"},
+                   ValueError, r"^layout = 'v5': expected one of \['v32', 'v4', 'v41', "
+                   r"'v41_fp4'\]$"),
+    "mla_width": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES), {"layout": "v32"},
+                  ValueError, "^nope has 448 columns; the layout needs 512$"),
+    "mla_rope_rows": ("fused_store_cache", (NOPE, ROPE[:2], SLOTS, V4_PAGES), {}, ValueError,
+                      "^rope has 2 rows, nope 4$"),
+    "mla_index_cache": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES), {"index_k": K},
+                        ValueError, "^index_cache is required with index_k$"),
+    "mla_index_slots": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES),
+                        {"index_k": K, "index_slot_mapping": SLOTS32, "index_cache": FP8_PAGES},
+                        TypeError, r"^index_slot_mapping\.dtype must equal slot_mapping\.dtype$"),
+    "mla_index_format": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES),
+                         {"index_k": K, "index_cache": FP8_PAGES, "index_format": "fp6"},
+                         ValueError, "index_format"),
+    "mla_index_rule": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES),
+                       {"index_k": K, "index_cache": FP8_PAGES, "index_rule": "even"},
+                       ValueError, r"^index_rule = 'even': expected one of \['amax', 'pow2'\]$"),
+    "mla_page_size": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES), {"layout": "v41"},
+                      ValueError, "^kv_cache: no page size"),
+    "mla_index_page_size": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES),
+                            {"index_k": K, "index_cache": u8(8, 999)}, ValueError,
+                            "^index_cache: no page size has exactly 999 bytes"),
+    "mla_device": ("fused_store_cache", (NOPE, ROPE, SLOTS, u8(8, 33792)), {"layout": "v41"},
+                   ValueError, "^nope is on cpu"),
+    "kv_layout": ("store_paged_kv", (K16, K16, SLOTS, KC, KC), {"layout": "xyz"}, ValueError,
+                  r"^layout = 'xyz': expected one of \['hnd', 'nhd'\]$"),
+    "kv_heads": ("store_paged_kv", (K16, bf16(4, 4, 128), SLOTS, KC, KC), {}, ValueError,
+                 r"^value_cache \(10, 16, 8, 128\) does not hold value's 4 heads of 128 in layout "
+                 r"'nhd'$"),
+    "kv_heads_hnd": ("store_paged_kv", (K16, K16, SLOTS, KC, KC), {"layout": "hnd"}, ValueError,
+                     r"^key_cache \(10, 16, 8, 128\) does not hold key's 8 heads of 128 in "
+                     r"layout 'hnd'$"),
+    "kv_value_dtype": ("store_paged_kv", (K16, K16.half(), SLOTS, KC, KC), {}, TypeError,
+                       r"^value\.dtype torch\.float16 differs from key\.dtype torch\.bfloat16$"),
+    "kv_16_bit": ("store_paged_kv", (K16, K16, SLOTS, KC.half(), KC.half()), {}, TypeError,
+                  "holds the input type torch.bfloat16$"),
+    "kv_k_scale": ("store_paged_kv", (K16, K16, SLOTS, FP8, FP8.clone()), {}, ValueError,
+                   "^k_scale is required for an fp8 cache$"),
+    "kv_v_scale": ("store_paged_kv", (K16, K16, SLOTS, FP8, FP8.clone()),
+                   {"k_scale": ONE, "v_scale": torch.ones(3)}, ValueError,
+                   r"^v_scale must hold 1 or 8 \(one per head\) float32$"),
+    "kv_uint8": ("store_paged_kv", (K16, K16, SLOTS, u8(10, 16, 8, 128), u8(10, 16, 8, 128)),
+                 {"k_scale": ONE, "v_scale": ONE}, ValueError,
+                 "^key_cache is uint8: pass kv_cache_dtype='fp8_e4m3' or 'fp8_e5m2'$"),
+    "kv_dtype_mismatch": ("store_paged_kv", (K16, K16, SLOTS, FP8, FP8.clone()),
+                          {"kv_cache_dtype": "fp8_e5m2", "k_scale": ONE, "v_scale": ONE},
+                          ValueError, "^kv_cache_dtype = 'fp8_e5m2' does not match "
+                          "key_cache.dtype torch.float8_e4m3fn$"),
+    "kv_same_type": ("store_paged_kv", (K16, K16, SLOTS, KC, FP8), {"v_scale": ONE}, TypeError,
+                     "^key_cache and value_cache must have the same cache type$"),
+    "kv_value_cache": ("store_paged_kv", (K16, None, SLOTS, KC, KC), {}, ValueError,
+                       "^value_cache given without value$"),
+    "kv_one_head": ("store_paged_kv", (K16, None, SLOTS, bf16(10, 16, 128), None), {},
+                    ValueError, r"^key_cache is \[pages, P, D\] \(one head\) but key has 8 heads$"),
+    "kv_last_dim": ("store_paged_kv", (bf16(4, 128, 8).transpose(1, 2), None, SLOTS, KC, None),
+                    {}, ValueError, "^key: the last dimension must be contiguous$"),
+    "kv_device": ("store_paged_kv", (K16, K16, SLOTS, KC, KC), {}, ValueError,
+                  "^key is on cpu; cachestore stores run on CUDA tensors$"),
+}
 
 
-def test_paged_kv_checks(t):
-    torch, cst = t
-    k, v = bf16(torch, 4, 8, 128), bf16(torch, 4, 8, 128)
-    slots = torch.zeros(4, dtype=torch.int64)
-    kc, vc = bf16(torch, 10, 16, 8, 128), bf16(torch, 10, 16, 8, 128)
-    with pytest.raises(ValueError, match="layout"):
-        cst.store_paged_kv(k, v, slots, kc, vc, layout="xyz")
-    with pytest.raises(ValueError, match="does not hold value's 4 heads"):
-        cst.store_paged_kv(k, bf16(torch, 4, 4, 128), slots, kc, vc)
-    with pytest.raises(TypeError, match="value.dtype"):
-        cst.store_paged_kv(k, v.half(), slots, kc, vc)
-    with pytest.raises(TypeError, match="holds the input type"):
-        cst.store_paged_kv(k, v, slots, kc.half(), vc.half())
-    fp8 = torch.zeros(10, 16, 8, 128, dtype=torch.float8_e4m3fn)
-    with pytest.raises(ValueError, match="k_scale is required"):
-        cst.store_paged_kv(k, v, slots, fp8, fp8.clone())
-    with pytest.raises(ValueError, match="v_scale must hold 1 or 8"):
-        cst.store_paged_kv(k, v, slots, fp8, fp8.clone(), k_scale=torch.ones(1),
-                           v_scale=torch.ones(3))
-    u8 = torch.zeros(10, 16, 8, 128, dtype=torch.uint8)
-    with pytest.raises(ValueError, match="kv_cache_dtype"):
-        cst.store_paged_kv(k, v, slots, u8, u8.clone(), k_scale=torch.ones(1),
-                           v_scale=torch.ones(1))
-    with pytest.raises(ValueError, match="value_cache given without value"):
-        cst.store_paged_kv(k, None, slots, kc, vc)
-    with pytest.raises(ValueError, match="key is on cpu"):
-        cst.store_paged_kv(k, v, slots, kc, vc)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_refusal_names_the_argument(case):
+    store, args, kwargs, error, message = CASES[case]
+    with pytest.raises(error, match=message) as raised:
+        getattr(cst, store)(*args, **kwargs)
+    assert type(raised.value) is error
 
 
-def test_decode_step_traces_on_fake_cuda_tensors(t):
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_op_and_python_checks_say_the_same(case):
+    # The op (native: C++ checks; else the Python ones) and the Python checks (`direct`, and
+    # the fake under torch.compile) refuse with the same type and the same words.
+    store, args, kwargs, error, _ = CASES[case]
+    with pytest.raises(error) as op:
+        getattr(cst, store)(*args, **kwargs)
+    with pytest.raises(error) as python:
+        getattr(cst.direct, store)(*args, **kwargs)
+    assert str(op.value) == str(python.value)
+
+
+def test_backend_says_which_ops_are_loaded():
+    assert cst.backend in ("native", "python")
+    assert isinstance(cst.backend_detail, str) and cst.backend_detail
+    installed = os.path.isfile(_native.library_path())
+    wanted = os.environ.get("CACHESTORE_TORCH_BACKEND", "")
+    if wanted:
+        assert cst.backend == wanted
+    elif installed and _native._torch_version() >= _native.MIN_TORCH:
+        assert cst.backend == "native", cst.backend_detail  # installed, so it must load
+    if cst.backend == "native":
+        assert cst.backend_detail == _native.library_path()
+        import cachestore
+        info = _native.build_info()  # what the loaded ops were compiled with
+        headers = tuple(int(v) for v in info["torch_headers"].split(".")[:2])
+        assert info["stable_abi_target"] == "2.10" and headers >= _native.MIN_TORCH
+        assert info["cachestore"] == cachestore.__version__
+        print(f"native ops: {info}; running under torch {torch.__version__}")
+
+
+def test_op_schemas_are_the_argument_tables():
+    # The native ops declare their schemas in C++ (src/torch/): they must be the tables'.
+    for name, store in cst._STORES.items():
+        op = getattr(torch.ops.cachestore, name).default
+        assert str(op._schema) == str(torch._C.parse_schema(f"cachestore::{name}{store.schema()}"))
+    schemas = {name: str(getattr(torch.ops.cachestore, name).default._schema)
+               for name in cst._STORES}
+    assert "Tensor(a!) cache" in schemas["store_index_k_fp8"]
+    assert "Tensor(b!)? diagnostics=None" in schemas["store_index_k_fp8"]
+    assert "Tensor(a!) kv_cache" in schemas["fused_store_cache"]
+    assert "Tensor(b!)? index_cache=None" in schemas["fused_store_cache"]
+    assert "Tensor(a!) key_cache, Tensor(b!)? value_cache" in schemas["store_paged_kv"]
+    assert all(s.endswith("-> ()") for s in schemas.values())
+
+
+def test_op_level_refusals():
+    # torch.ops.cachestore.* take the choices as ids; a bad id is refused naming it, and the
+    # refusals reach Python as the exception cachestore.torch raises (the native ops' raw form:
+    # a ValueError, "TypeError: " first for a type refusal).
+    op = torch.ops.cachestore.store_paged_kv
+    with pytest.raises(ValueError, match=r"^layout = 2: expected an id in \[0, 2\)$"):
+        op(K16, K16, SLOTS, KC, KC, 2)
+    with pytest.raises(ValueError, match=r"^kv_cache_dtype = 7: expected an id in \[0, 3\)$"):
+        op(K16, K16, SLOTS, KC, KC, 0, 7)
+    with pytest.raises(ValueError, match=r"^layout = 4: expected an id in \[0, 4\)$"):
+        torch.ops.cachestore.fused_store_cache(NOPE, ROPE, SLOTS, V4_PAGES, 4)
+    with pytest.raises((TypeError, ValueError)) as raised:
+        torch.ops.cachestore.store_index_k_bf16(K.float(), SLOTS, bf16(64, 128))
+    typed = cst._store.typed_error(raised.value) or raised.value
+    assert type(typed) is TypeError and str(typed).startswith("k.dtype is torch.float32")
+    with pytest.raises(ValueError, match="^k is on cpu"):  # CPU tensors: checked, then refused
+        torch.ops.cachestore.store_index_k_bf16(K, SLOTS, bf16(64, 128))
+
+
+def test_decode_step_traces_on_fake_cuda_tensors():
     # No GPU needed: make_fx and torch.compile(fullgraph=True) trace the stores as the torch ops
     # (metadata checks and fake implementations only; nothing launches).
-    torch, cst = t
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -130,7 +225,7 @@ def test_decode_step_traces_on_fake_cuda_tensors(t):
                               num_tokens_non_padded=n)
         kv = hidden[:, :1024].view(-1, 8, 128)
         cst.store_paged_kv(kv[:, :4], kv[:, 4:], slots, key_cache, value_cache,
-                           num_tokens_non_padded=n)
+                           num_tokens_non_padded=n, layout="nhd")
         cst.store_index_k_fp4(hidden[:, :128], slots, index_cache[:, :64 * 68], ties="toward_zero")
         return hidden.float().sum()
 
@@ -147,21 +242,18 @@ def test_decode_step_traces_on_fake_cuda_tensors(t):
         assert ops == ["cachestore.fused_store_cache.default", "cachestore.store_paged_kv.default",
                        "cachestore.store_index_k_fp4.default"]
         assert torch.compile(step, fullgraph=True, backend="eager")(*args).shape == ()
-        # The checks run while tracing too: a wrong layout is refused before any graph exists.
+        # Symbolic batch sizes too (what an engine's dynamic=True compile sees).
+        assert torch.compile(step, fullgraph=True, backend="eager", dynamic=True)(*args).shape == ()
+        # The checks run while tracing too (the fake): refused before any graph exists.
         with pytest.raises(ValueError, match="nope has 448 columns; the layout needs 512"):
             make_fx(lambda h, s, c: cst.fused_store_cache(h[:, :448], h[:, 448:512], s, c,
                                                           layout="v32"),
                     tracing_mode="fake")(args[0], args[1], args[3])
 
 
-def test_op_schemas_mark_the_caches_mutated(t):
-    torch, cst = t
-    schemas = {name: str(getattr(torch.ops.cachestore, name).default._schema)
-               for name in ("store_index_k_bf16", "store_index_k_fp8", "store_index_k_fp4",
-                            "fused_store_cache", "store_paged_kv")}
-    assert "Tensor(a!) cache" in schemas["store_index_k_fp8"]
-    assert "Tensor(b!)? diagnostics" in schemas["store_index_k_fp8"]
-    assert "Tensor(a!) kv_cache" in schemas["fused_store_cache"]
-    assert "Tensor(b!)? index_cache" in schemas["fused_store_cache"]
-    assert "Tensor(a!) key_cache, Tensor(b!)? value_cache" in schemas["store_paged_kv"]
-    assert all(s.endswith("-> ()") for s in schemas.values())
+@pytest.mark.skipif(os.environ.get("CACHESTORE_TORCH_BACKEND") == "python",
+                    reason="this is the run under the Python ops")
+def test_python_ops_pass_the_same_tests():
+    # The fallback (torch < 2.10 or no extension): the same ops defined in Python. A fresh
+    # interpreter, since one process holds one definition of torch.ops.cachestore.
+    run_under_python_ops(__file__, "test_python_ops_pass_the_same_tests")

@@ -1,19 +1,25 @@
 """cachestore for PyTorch: one function per store, torch tensors in.
 
-Every function checks its tensors' metadata in Python (dtype, shape, the contiguity a layout
-needs, one CUDA device) and raises TypeError / ValueError naming the argument; the library then
-checks the rest (alignment, page strides, capacities) and refuses with
-`cachestore.CachestoreError` and its own message. Nothing is written when either refuses.
+Every store checks its tensors' metadata (dtype, shape, the contiguity a layout needs, one CUDA
+device) and raises TypeError / ValueError naming the argument; the library then checks the rest
+(alignment, page strides, capacities) and refuses with `cachestore.CachestoreError` and its own
+message. Nothing is written when either refuses.
+
+The ops `torch.ops.cachestore.<store>` are native when the package has its compiled extension
+and torch is 2.10 or newer: registered from C++ through PyTorch's stable ABI, they check and
+launch in C++ (`backend == "native"`). Otherwise the same ops, with the same schemas, checks and
+messages, are defined in Python over the C ABI (`backend == "python"`; `backend_detail` says
+why). CACHESTORE_TORCH_BACKEND=native or =python forces one.
 
 Sizes, strides, page sizes, capacities and the slot type come from the tensors. Launches go to
 the current torch stream of the tensors' device; nothing synchronizes, allocates or reads a
 device value on the host, so every call can be captured in `torch.cuda.graph`.
 
 Three ways to call a store:
-  - `cachestore.torch.<store>(...)`: through the torch op `torch.ops.cachestore.<store>`
-    (caches marked mutated, fake implementations registered): `torch.compile(fullgraph=True)`
-    traces through it;
-  - `cachestore.torch.direct.<store>(...)`: the same checks and C call without the dispatcher;
+  - `cachestore.torch.<store>(...)`: the torch op `torch.ops.cachestore.<store>` with named
+    choices ('nhd', 'v41', ...) converted to the op's ids (caches marked mutated, fakes
+    registered): `torch.compile(fullgraph=True)` traces through it;
+  - `cachestore.torch.direct.<store>(...)`: the Python checks and the C call, no dispatcher;
   - `cachestore.torch.bind("<store>", ...)`: checked once, then each call only launches.
 
 The families: `index_k` (store_index_k_bf16 / _fp8 / _fp4), `mla` (fused_store_cache),
@@ -21,10 +27,15 @@ The families: `index_k` (store_index_k_bf16 / _fp8 / _fp4), `mla` (fused_store_c
 """
 import types
 
-from . import index_k, mla, paged_kv
+import torch
+
+from . import _native, index_k, mla, paged_kv
 from ._store import launch
 
-_STORES = {s.name: s.register() for family in (index_k, mla, paged_kv) for s in family.STORES}
+backend, backend_detail = _native.load()
+_LIBRARY = None if backend == "native" else torch.library.Library("cachestore", "DEF")
+_STORES = {s.name: s.register(_LIBRARY) for family in (index_k, mla, paged_kv)
+           for s in family.STORES}
 
 ops = types.SimpleNamespace(**{name: s.op for name, s in _STORES.items()})
 direct = types.SimpleNamespace(**{name: s.function("direct") for name, s in _STORES.items()})
@@ -58,5 +69,5 @@ def bind(store, *args, **kwargs):
     return BoundStore(_STORES[store], args, kwargs)
 
 
-__all__ = ["store_index_k_bf16", "store_index_k_fp8", "store_index_k_fp4", "fused_store_cache",
+__all__ = ["backend", "backend_detail", "store_index_k_bf16", "store_index_k_fp8", "store_index_k_fp4", "fused_store_cache",
            "store_paged_kv", "direct", "ops", "bind", "BoundStore"]

@@ -37,6 +37,12 @@ def check_slots(name, t, rows):
         raise ValueError(f"{name} must be contiguous")
 
 
+def check_id(name, value, count):
+    """An op-level enum argument: one of the ids 0 .. count - 1."""
+    if not 0 <= value < count:
+        raise ValueError(f"{name} = {value}: expected an id in [0, {count})")
+
+
 def check_options(a):
     """The batch options every store takes (num_tokens_non_padded, diagnostics, owner_*)."""
     if a.num_tokens_non_padded is not None:
@@ -82,10 +88,12 @@ def infer_page_size(name, page_size, t, key, min_bytes):
     if page_size is not None:
         return int(page_size)
     size = page_bytes(t)
-    found = _PAGE_SIZES.get((key, size))
+    cached = isinstance(size, int)  # not a symbolic size (torch.compile with dynamic shapes)
+    found = _PAGE_SIZES.get((key, size)) if cached else None
     if found is None:
         found = next((p for p in POW2_PAGES if min_bytes(p) == size), 0)
-        _PAGE_SIZES[(key, size)] = found
+        if cached:
+            _PAGE_SIZES[(key, size)] = found
     if found == 0:
         raise ValueError(f"{name}: no page size has exactly {size} bytes per page in this "
                          f"layout; pass page_size= (the page may be padded)")

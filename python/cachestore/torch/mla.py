@@ -11,6 +11,7 @@ INDEX_FORMATS = {name: info.format for name, info in c.INDEX_K_FORMATS.items()}
 
 
 def _prepare(a):
+    k_.check_id("layout", a.layout, len(_BY_ID))
     info = _BY_ID[a.layout]
     k_.check_rows("nope", a.nope, info.nope_dim)
     k_.check_rows("rope", a.rope, info.rope_dim)
@@ -37,13 +38,10 @@ def _prepare(a):
         if a.index_slot_mapping.dtype != a.slot_mapping.dtype:
             raise TypeError("index_slot_mapping.dtype must equal slot_mapping.dtype")
         k_.check_paged_bytes("index_cache", a.index_cache)
-        fp4 = a.index_format == c.INDEX_K_FP4
-        rules = TIES if fp4 else SCALE_RULES
+        k_.check_id("index_format", a.index_format, len(INDEX_FORMATS))
         if a.index_rule is None:
-            a.index_rule = "even" if fp4 else "amax"
-        if a.index_rule not in rules:
-            raise ValueError(f"index_rule = {a.index_rule!r}: expected one of {sorted(rules)}")
-        a.index_rule = rules[a.index_rule]
+            a.index_rule = 0  # amax (fp8), ties to even (fp4)
+        k_.check_id("index_rule", a.index_rule, 2)
         a.index_page_size = index_page_size(a.index_format, "index_cache", a.index_cache,
                                             a.index_page_size, a.index_k.shape[1])
     k_.same_device(("nope", a.nope), ("rope", a.rope), ("slot_mapping", a.slot_mapping),
@@ -82,14 +80,15 @@ STORES = [
           [Arg("nope", "Tensor"), Arg("rope", "Tensor"), Arg("slot_mapping", "Tensor"),
            Arg("kv_cache", "Tensor", mutated=True),
            Arg("layout", "int", "v4", choices=LAYOUTS, keyword=True),
-           Arg("page_size", "int", None, keyword=True),
-           Arg("scale_rule", "int", None, choices=SCALE_RULES, keyword=True),
+           Arg("page_size", "int?", None, keyword=True),
+           Arg("scale_rule", "int?", None, choices=SCALE_RULES, keyword=True),
            Arg("index_k", "Tensor?", None, keyword=True),
            Arg("index_slot_mapping", "Tensor?", None, keyword=True),
            Arg("index_cache", "Tensor?", None, mutated=True, keyword=True),
            Arg("index_format", "int", "fp8", choices=INDEX_FORMATS, keyword=True),
-           Arg("index_page_size", "int", None, keyword=True),
-           Arg("index_rule", "int", None, keyword=True),
+           Arg("index_page_size", "int?", None, keyword=True),
+           Arg("index_rule", "int?", None, choices={"fp8": SCALE_RULES, "fp4": TIES},
+               choices_by="index_format", keyword=True),
            *_options[:2], Arg("index_reserved_slot", "int", -1, keyword=True), *_options[2:]],
           _prepare, _build,
           doc="DeepSeek MLA KV (layout 'v4', 'v32', 'v41', 'v41_fp4') from nope [T, 448 | 512] "

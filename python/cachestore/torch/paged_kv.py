@@ -7,7 +7,12 @@ from . import _checks as k_
 from ._store import Arg, Store, batch_options
 
 CACHE_TYPES = {name: info.cache_type for name, info in c.KV_CACHE_TYPES.items()}
-_FP8_DTYPES = {torch.float8_e4m3fn: "fp8_e4m3", torch.float8_e5m2: "fp8_e5m2"}
+_CACHE_TYPE_NAMES = {info.cache_type: name for name, info in c.KV_CACHE_TYPES.items()}
+_SCALED = {info.cache_type: bool(info.scaled) for info in c.KV_CACHE_TYPES.values()}
+_FP8_DTYPES = {torch.float8_e4m3fn: c.KV_CACHE_FP8_E4M3, torch.float8_e5m2: c.KV_CACHE_FP8_E5M2}
+LAYOUTS = {"nhd": 0, "hnd": 1}  # op-level `layout`: NHD [pages, P, H, D], HND [pages, H, P, D]
+_NHD = LAYOUTS["nhd"]
+_LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
 
 
 def _side_cache_type(a, cache_name, cache, x_name, x):
@@ -16,26 +21,25 @@ def _side_cache_type(a, cache_name, cache, x_name, x):
         if cache.dtype != x.dtype:
             raise TypeError(f"{cache_name}.dtype {cache.dtype}: a 16-bit cache holds the input "
                             f"type {x.dtype}")
-        side = "auto"
+        side = c.KV_CACHE_AUTO
     elif cache.dtype in _FP8_DTYPES:
         side = _FP8_DTYPES[cache.dtype]
     else:
-        if a.kv_cache_dtype not in ("fp8_e4m3", "fp8_e5m2"):
-            raise ValueError(f"{cache_name} is uint8: pass kv_cache_dtype='fp8_e4m3' or "
-                             f"'fp8_e5m2'")
+        if a.kv_cache_dtype not in (c.KV_CACHE_FP8_E4M3, c.KV_CACHE_FP8_E5M2):
+            raise ValueError(f"{cache_name} is uint8: pass kv_cache_dtype="
+                             f"{_CACHE_TYPE_NAMES[c.KV_CACHE_FP8_E4M3]!r} or "
+                             f"{_CACHE_TYPE_NAMES[c.KV_CACHE_FP8_E5M2]!r}")
         side = a.kv_cache_dtype
-    if a.kv_cache_dtype not in (None, "auto") and side != a.kv_cache_dtype:
-        raise ValueError(f"kv_cache_dtype = {a.kv_cache_dtype!r} does not match "
-                         f"{cache_name}.dtype {cache.dtype}")
+    if a.kv_cache_dtype not in (None, c.KV_CACHE_AUTO) and side != a.kv_cache_dtype:
+        raise ValueError(f"kv_cache_dtype = {_CACHE_TYPE_NAMES[a.kv_cache_dtype]!r} does not "
+                         f"match {cache_name}.dtype {cache.dtype}")
     return side
 
 
 def _prepare(a):
-    if a.layout not in ("nhd", "hnd"):
-        raise ValueError(f"layout = {a.layout!r}: expected 'nhd' or 'hnd'")
-    if a.kv_cache_dtype not in (None, *CACHE_TYPES):
-        raise ValueError(f"kv_cache_dtype = {a.kv_cache_dtype!r}: expected one of "
-                         f"{sorted(CACHE_TYPES)}")
+    k_.check_id("layout", a.layout, len(LAYOUTS))
+    if a.kv_cache_dtype is not None:
+        k_.check_id("kv_cache_dtype", a.kv_cache_dtype, len(CACHE_TYPES))
     sides = [("key", a.key, "key_cache", a.key_cache, "k_scale", a.k_scale)]
     if a.value is not None:
         sides.append(("value", a.value, "value_cache", a.value_cache, "v_scale", a.v_scale))
@@ -63,18 +67,19 @@ def _prepare(a):
             want, got = (cache.shape[1], x.shape[-1]), (cache.shape[1], cache.shape[2])
         else:
             want = (heads, x.shape[-1])
-            got = ((cache.shape[2], cache.shape[3]) if a.layout == "nhd"
+            got = ((cache.shape[2], cache.shape[3]) if a.layout == _NHD
                    else (cache.shape[1], cache.shape[3]))
         if got != want:
             raise ValueError(f"{cache_name} {tuple(cache.shape)} does not hold {x_name}'s "
-                             f"{heads} heads of {x.shape[-1]} in layout {a.layout!r}")
+                             f"{heads} heads of {x.shape[-1]} in layout "
+                             f"{_LAYOUT_NAMES[a.layout]!r}")
         if cache.stride(-1) != 1:
             raise ValueError(f"{cache_name}: the last dimension must be contiguous")
         side = _side_cache_type(a, cache_name, cache, x_name, x)
         if cache_type is not None and side != cache_type:
             raise TypeError("key_cache and value_cache must have the same cache type")
         cache_type = side
-        if c.KV_CACHE_TYPES[side].scaled:
+        if _SCALED[side]:
             if scale is None:
                 raise ValueError(f"{scale_name} is required for an fp8 cache")
             k_.check_tensor(scale_name, scale, (torch.float32,), (0, 1))
@@ -87,7 +92,7 @@ def _prepare(a):
                    ("k_scale", a.k_scale), ("v_scale", a.v_scale),
                    ("num_tokens_non_padded", a.num_tokens_non_padded),
                    ("diagnostics", a.diagnostics))
-    a.kv_cache_dtype = CACHE_TYPES[cache_type]
+    a.kv_cache_dtype = cache_type
 
 
 def _side(x, cache, layout, scale):
@@ -100,7 +105,7 @@ def _side(x, cache, layout, scale):
     side.cache, side.page_stride = cache.data_ptr(), cache.stride(0)
     if cache.dim() == 3:
         side.entry_stride, side.cache_head_stride = cache.stride(1), cache.shape[-1]
-    elif layout == "nhd":
+    elif layout == _NHD:
         side.entry_stride, side.cache_head_stride = cache.stride(1), cache.stride(2)
     else:
         side.entry_stride, side.cache_head_stride = cache.stride(2), cache.stride(1)
@@ -117,7 +122,7 @@ def _build(a):
     p.input_type = c.KV_BF16 if a.key.dtype == torch.bfloat16 else c.KV_FP16
     p.cache_type = a.kv_cache_dtype
     p.num_pages = a.key_cache.shape[0]
-    p.page_size = (a.key_cache.shape[1] if (a.key_cache.dim() == 3 or a.layout == "nhd")
+    p.page_size = (a.key_cache.shape[1] if (a.key_cache.dim() == 3 or a.layout == _NHD)
                    else a.key_cache.shape[2])
     p.k = _side(a.key, a.key_cache, a.layout, a.k_scale)
     if a.value is not None:
@@ -130,8 +135,8 @@ STORES = [
           [Arg("key", "Tensor"), Arg("value", "Tensor?"), Arg("slot_mapping", "Tensor"),
            Arg("key_cache", "Tensor", mutated=True),
            Arg("value_cache", "Tensor?", mutated=True),
-           Arg("layout", "str", "nhd", keyword=True),
-           Arg("kv_cache_dtype", "int", None, keyword=True),
+           Arg("layout", "int", "nhd", choices=LAYOUTS, keyword=True),
+           Arg("kv_cache_dtype", "int?", None, choices=CACHE_TYPES, keyword=True),
            Arg("k_scale", "Tensor?", None, keyword=True),
            Arg("v_scale", "Tensor?", None, keyword=True),
            *batch_options()],

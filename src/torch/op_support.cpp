@@ -1,0 +1,215 @@
+#include "op_support.h"
+
+#include <stdexcept>
+#include <vector>
+
+namespace cachestore::torch_ops {
+
+void type_error(const std::string& message) {
+  throw std::invalid_argument("TypeError: " + message);
+}
+void value_error(const std::string& message) { throw std::invalid_argument(message); }
+
+void check_status(cachestore_status_t status) {
+  if (status == CACHESTORE_SUCCESS) return;
+  std::string message = std::string(cachestore_last_error_message()) + " [" +
+                        cachestore_status_string(status) + "]";
+  if (status == CACHESTORE_ERROR_ARCH_MISMATCH || status == CACHESTORE_ERROR_CUDA_RUNTIME)
+    throw std::runtime_error(message);
+  throw std::invalid_argument(message);
+}
+
+std::string dtype_name(ScalarType type) {
+  switch (type) {
+    case ScalarType::Byte: return "torch.uint8";
+    case ScalarType::Char: return "torch.int8";
+    case ScalarType::Short: return "torch.int16";
+    case ScalarType::Int: return "torch.int32";
+    case ScalarType::Long: return "torch.int64";
+    case ScalarType::Half: return "torch.float16";
+    case ScalarType::Float: return "torch.float32";
+    case ScalarType::Double: return "torch.float64";
+    case ScalarType::ComplexHalf: return "torch.complex32";
+    case ScalarType::ComplexFloat: return "torch.complex64";
+    case ScalarType::ComplexDouble: return "torch.complex128";
+    case ScalarType::Bool: return "torch.bool";
+    case ScalarType::BFloat16: return "torch.bfloat16";
+    case ScalarType::Float8_e5m2: return "torch.float8_e5m2";
+    case ScalarType::Float8_e4m3fn: return "torch.float8_e4m3fn";
+    case ScalarType::Float8_e5m2fnuz: return "torch.float8_e5m2fnuz";
+    case ScalarType::Float8_e4m3fnuz: return "torch.float8_e4m3fnuz";
+    case ScalarType::UInt16: return "torch.uint16";
+    case ScalarType::UInt32: return "torch.uint32";
+    case ScalarType::UInt64: return "torch.uint64";
+    default: return "torch dtype " + std::to_string(static_cast<int>(type));
+  }
+}
+
+std::string tuple_string(torch::headeronly::IntHeaderOnlyArrayRef values) {
+  std::string out = "(";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(values[i]);
+  }
+  return out + (values.size() == 1 ? ",)" : ")");
+}
+
+std::string device_string(const Tensor& t) {
+  if (t.is_cpu()) return "cpu";
+  if (t.is_cuda()) return "cuda:" + std::to_string(t.get_device_index());
+  if (t.device().type() == torch::headeronly::DeviceType::Meta) return "meta";
+  return "device type " + std::to_string(static_cast<int>(t.device().type()));
+}
+
+void check_tensor(const char* name, const Tensor& t, std::initializer_list<ScalarType> dtypes,
+                  std::initializer_list<int64_t> ndims) {
+  const ScalarType type = t.scalar_type();
+  bool dtype_ok = false;
+  for (ScalarType d : dtypes) dtype_ok = dtype_ok || d == type;
+  if (!dtype_ok) {
+    std::string expected;
+    for (ScalarType d : dtypes) expected += (expected.empty() ? "" : " or ") + dtype_name(d);
+    type_error(std::string(name) + ".dtype is " + dtype_name(type) + "; expected " + expected);
+  }
+  const int64_t dim = t.dim();
+  bool dim_ok = false;
+  for (int64_t n : ndims) dim_ok = dim_ok || n == dim;
+  if (!dim_ok) {
+    std::string expected;
+    for (int64_t n : ndims) expected += (expected.empty() ? "" : " or ") + std::to_string(n);
+    value_error(std::string(name) + " has " + std::to_string(dim) + " dimensions " +
+                tuple_string(t.sizes()) + "; expected " + expected);
+  }
+}
+
+void check_rows(const char* name, const Tensor& t, int64_t width) {
+  check_tensor(name, t, {ScalarType::BFloat16}, {2});
+  const int64_t columns = t.size(1);
+  if (width >= 0 && columns != width)
+    value_error(std::string(name) + " has " + std::to_string(columns) +
+                " columns; the layout needs " + std::to_string(width));
+  if (columns > 1 && t.stride(1) != 1)
+    value_error(std::string(name) + " must have contiguous rows (stride(1) == 1), got " +
+                tuple_string(t.strides()));
+}
+
+void check_slots(const char* name, const Tensor& t, int64_t rows) {
+  check_tensor(name, t, {ScalarType::Int, ScalarType::Long}, {1});
+  const int64_t entries = t.size(0);
+  if (entries != rows)
+    value_error(std::string(name) + " has " + std::to_string(entries) + " entries; the batch has " +
+                std::to_string(rows) + " rows");
+  if (entries > 1 && t.stride(0) != 1) value_error(std::string(name) + " must be contiguous");
+}
+
+void check_paged_bytes(const char* name, const Tensor& t) {
+  check_tensor(name, t, {ScalarType::Byte}, {2, 3, 4});
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  int64_t expected = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i > 0; --i) {
+    if (sizes[i] != 1 && strides[i] != expected)
+      value_error(std::string(name) +
+                  ": each page (dimensions 1..) must be contiguous, got strides " +
+                  tuple_string(strides));
+    expected *= sizes[i];
+  }
+}
+
+int64_t page_bytes(const Tensor& t) {
+  const auto sizes = t.sizes();
+  int64_t size = 1;
+  for (size_t i = 1; i < sizes.size(); ++i) size *= sizes[i];
+  return size;
+}
+
+void check_id(const char* name, int64_t value, int64_t count) {
+  if (value < 0 || value >= count)
+    value_error(std::string(name) + " = " + std::to_string(value) + ": expected an id in [0, " +
+                std::to_string(count) + ")");
+}
+
+void check_options(const BatchOptions& o) {
+  if (o.num_tokens_non_padded.has_value()) {
+    const Tensor& n = *o.num_tokens_non_padded;
+    check_tensor("num_tokens_non_padded", n, {ScalarType::Int}, {0, 1});
+    if (n.numel() != 1)
+      value_error("num_tokens_non_padded must hold one int32 (the real row count)");
+  }
+  if (o.diagnostics.has_value()) {
+    const Tensor& d = *o.diagnostics;
+    check_tensor("diagnostics", d, {ScalarType::Long, ScalarType::UInt64}, {1});
+    if (d.numel() != 2 || !d.is_contiguous())
+      value_error("diagnostics must be a contiguous int64 tensor of 2 counters");
+  }
+  if (o.owner_size < 1 || (o.owner_size & (o.owner_size - 1)) != 0)
+    value_error("owner_size = " + std::to_string(o.owner_size) +
+                ": must be a power of two >= 1");
+  if (o.owner_rank < 0 || o.owner_rank >= o.owner_size)
+    value_error("owner_rank = " + std::to_string(o.owner_rank) +
+                ": must be in [0, owner_size = " + std::to_string(o.owner_size) + ")");
+}
+
+void no_page_size(const char* name, int64_t bytes) {
+  value_error(std::string(name) + ": no page size has exactly " + std::to_string(bytes) +
+              " bytes per page in this layout; pass page_size= (the page may be padded)");
+}
+
+int32_t same_device(std::initializer_list<Named> tensors) {
+  const Named* first = nullptr;
+  int32_t index = -1;
+  for (const Named& n : tensors) {
+    if (n.tensor == nullptr) continue;
+    if (!n.tensor->is_cuda())
+      value_error(std::string(n.name) + " is on " + device_string(*n.tensor) +
+                  "; cachestore stores run on CUDA tensors");
+    if (first == nullptr) {
+      first = &n;
+      index = n.tensor->get_device_index();
+    } else if (n.tensor->get_device_index() != index) {
+      value_error(std::string(n.name) + " is on " + device_string(*n.tensor) +
+                  ", the other tensors on " + device_string(*first->tensor));
+    }
+  }
+  return index;
+}
+
+cachestore_slots_t slots_of(const Tensor& t, int64_t reserved_slot, int64_t owner_rank,
+                            int64_t owner_size) {
+  cachestore_slots_t s{};
+  s.data = t.data_ptr();
+  s.slot_type = t.scalar_type() == ScalarType::Int ? CACHESTORE_SLOT_INT32 : CACHESTORE_SLOT_INT64;
+  s.owner_rank = static_cast<int32_t>(owner_rank);
+  s.reserved_slot = reserved_slot;
+  s.owner_size = static_cast<int32_t>(owner_size);
+  return s;
+}
+
+bool is_current_device(int32_t device) {
+  return torch::stable::accelerator::getCurrentDeviceIndex() == device;
+}
+
+void* current_stream(int32_t device) {
+  void* stream = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(device, &stream));
+  return stream;
+}
+
+}  // namespace cachestore::torch_ops
+
+namespace {
+
+// What this build of the ops is: the torch headers it compiled against, the stable ABI version
+// it targets, the cachestore C ABI version it was built with.
+std::vector<int64_t> native_info() {
+  return {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH,
+          static_cast<int64_t>(TORCH_TARGET_VERSION >> 56),
+          static_cast<int64_t>((TORCH_TARGET_VERSION >> 48) & 0xff), cachestore_version()};
+}
+
+}  // namespace
+
+STABLE_TORCH_LIBRARY_FRAGMENT(cachestore, m) { m.def("native_info() -> int[]"); }
+STABLE_TORCH_LIBRARY_IMPL(cachestore, CompositeExplicitAutograd, m) {
+  m.impl("native_info", TORCH_BOX(&native_info));
+}

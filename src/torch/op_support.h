@@ -1,0 +1,141 @@
+// What every native torch op shares: the tensor checks of cachestore.torch (the same messages
+// as python/cachestore/torch/_checks.py, word for word, in the same order), the batch options,
+// the C params they fill, the launch on the tensors' device and current stream, and how a
+// refusal reaches Python.
+//
+// Built against PyTorch's stable ABI only (torch/csrc/stable, TORCH_TARGET_VERSION 2.10), so
+// one build loads in every torch >= 2.10.
+//
+// Refusals are C++ exceptions that torch turns into Python ones: std::invalid_argument becomes
+// ValueError. The stable ABI has no way to raise a TypeError, so a type refusal is a
+// ValueError whose message starts with "TypeError: "; a refusal of the library (its check
+// layer) ends with " [kError...]", its status. cachestore.torch re-raises both as TypeError and
+// cachestore.CachestoreError. A CUDA failure is a RuntimeError ending with its status.
+#pragma once
+
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/tensor.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+
+#include "cachestore/cachestore_c.h"
+
+namespace cachestore::torch_ops {
+
+using torch::stable::Tensor;
+using ScalarType = torch::headeronly::ScalarType;
+using OptTensor = std::optional<Tensor>;
+
+[[noreturn]] void type_error(const std::string& message);
+[[noreturn]] void value_error(const std::string& message);
+// After a C call: the library's refusal (ValueError) or CUDA failure (RuntimeError).
+void check_status(cachestore_status_t status);
+
+// Python's spelling of a dtype ("torch.bfloat16"), a shape or strides ("(4, 128)", "(4,)"), a
+// device ("cuda:0", "cpu").
+std::string dtype_name(ScalarType type);
+std::string tuple_string(torch::headeronly::IntHeaderOnlyArrayRef values);
+std::string device_string(const Tensor& t);
+
+void check_tensor(const char* name, const Tensor& t, std::initializer_list<ScalarType> dtypes,
+                  std::initializer_list<int64_t> ndims);
+// A [rows, width] bf16 matrix with contiguous rows; width < 0: any.
+void check_rows(const char* name, const Tensor& t, int64_t width = -1);
+void check_slots(const char* name, const Tensor& t, int64_t rows);
+// A byte cache: uint8 [num_pages, ...], each page's bytes contiguous (any page stride).
+void check_paged_bytes(const char* name, const Tensor& t);
+int64_t page_bytes(const Tensor& t);
+// An op-level enum argument: its value must be one of `count` ids 0 .. count - 1.
+void check_id(const char* name, int64_t value, int64_t count);
+
+// The options every store takes after its tensors.
+struct BatchOptions {
+  const OptTensor& num_tokens_non_padded;
+  int64_t reserved_slot;
+  int64_t owner_rank;
+  int64_t owner_size;
+  const OptTensor& diagnostics;
+  bool enable_pdl;
+};
+void check_options(const BatchOptions& o);
+
+// `page_size` if given, else the power of two whose minimum page (min_bytes(P), the library's
+// layout table) is exactly the cache's bytes per page.
+template <class MinBytes>
+int32_t infer_page_size(const char* name, std::optional<int64_t> page_size, const Tensor& t,
+                        MinBytes min_bytes);
+[[noreturn]] void no_page_size(const char* name, int64_t bytes);
+
+// The tensors a store reads or writes, by name; a null entry is an absent optional.
+struct Named {
+  const char* name;
+  const Tensor* tensor;
+};
+inline Named named(const char* name, const Tensor& t) { return {name, &t}; }
+inline Named named(const char* name, const OptTensor& t) {
+  return {name, t.has_value() ? &*t : nullptr};
+}
+// All on one CUDA device: its index (else the ValueError of cachestore.torch).
+int32_t same_device(std::initializer_list<Named> tensors);
+
+inline const void* ptr(const OptTensor& t) { return t.has_value() ? t->data_ptr() : nullptr; }
+
+template <class Params>
+void batch_fields(Params& p, int64_t rows, const BatchOptions& o) {
+  p.num_tokens = rows;
+  p.num_tokens_non_padded = static_cast<const int32_t*>(ptr(o.num_tokens_non_padded));
+  p.diagnostics = const_cast<void*>(ptr(o.diagnostics));
+  p.enable_pdl = o.enable_pdl ? 1 : 0;
+}
+cachestore_slots_t slots_of(const Tensor& t, int64_t reserved_slot, int64_t owner_rank = 0,
+                            int64_t owner_size = 1);
+
+// Calls `store(&params, stream)` on `device`'s current torch stream, with that device current.
+template <class Params>
+void launch(cachestore_status_t (*store)(const Params*, void*), const Params& params,
+            int32_t device);
+
+// The schema of the batch options of a sharded store (diagnostics alias letter given).
+#define CACHESTORE_BATCH_SCHEMA(diagnostics_alias)                               \
+  "Tensor? num_tokens_non_padded=None, int reserved_slot=-1, int owner_rank=0, " \
+  "int owner_size=1, Tensor(" diagnostics_alias "!)? diagnostics=None, bool enable_pdl=False"
+
+// Registers an op family's kernels, `impls(m)`, for CUDA tensors and for CPU tensors (which get
+// the checks, then the device refusal naming the first CPU tensor).
+#define CACHESTORE_TORCH_KERNELS(impls)                                  \
+  STABLE_TORCH_LIBRARY_IMPL(cachestore, CUDA, m) { impls(m); }          \
+  STABLE_TORCH_LIBRARY_IMPL(cachestore, CPU, m) { impls(m); }
+using Library = torch::stable::detail::StableLibrary;
+
+// ---- templates ---------------------------------------------------------------------------------
+inline constexpr int32_t kMaxPow2Page = 1024;
+
+template <class MinBytes>
+int32_t infer_page_size(const char* name, std::optional<int64_t> page_size, const Tensor& t,
+                        MinBytes min_bytes) {
+  if (page_size.has_value()) return static_cast<int32_t>(*page_size);
+  const int64_t bytes = page_bytes(t);
+  for (int32_t p = 1; p <= kMaxPow2Page; p *= 2)
+    if (min_bytes(p) == bytes) return p;
+  no_page_size(name, bytes);
+}
+
+bool is_current_device(int32_t device);
+void* current_stream(int32_t device);
+
+template <class Params>
+void launch(cachestore_status_t (*store)(const Params*, void*), const Params& params,
+            int32_t device) {
+  if (is_current_device(device)) {
+    check_status(store(&params, current_stream(device)));
+  } else {  // the stream belongs to `device`: launch with it current, as torch's own ops do
+    torch::stable::accelerator::DeviceGuard guard(device);
+    check_status(store(&params, current_stream(device)));
+  }
+}
+
+}  // namespace cachestore::torch_ops

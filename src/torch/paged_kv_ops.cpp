@@ -1,0 +1,194 @@
+// torch.ops.cachestore.store_paged_kv: K/V of MHA / GQA / MQA models into paged caches of any
+// strides (python/cachestore/torch/paged_kv.py has the same checks for the Python path and the
+// fake).
+#include "cachestore/layout.h"
+#include "op_support.h"
+
+namespace cachestore::torch_ops {
+namespace {
+
+constexpr int64_t kNhd = 0;  // op-level `layout`: 0 NHD [pages, P, H, D], 1 HND [pages, H, P, D]
+constexpr const char* kLayoutNames[] = {"nhd", "hnd"};
+
+std::string quoted(const char* name) { return std::string("'") + name + "'"; }
+const char* cache_type_name(int64_t type) { return layout::kKvCacheTypes[type].name; }
+
+bool is_16_bit(ScalarType t) { return t == ScalarType::BFloat16 || t == ScalarType::Half; }
+
+// The cache type a side's cache tensor holds (checked against kv_cache_dtype).
+int64_t side_cache_type(std::optional<int64_t> kv_cache_dtype, const char* cache_name,
+                        const Tensor& cache, const Tensor& x) {
+  const ScalarType dtype = cache.scalar_type();
+  int64_t side;
+  if (is_16_bit(dtype)) {
+    if (dtype != x.scalar_type())
+      type_error(std::string(cache_name) + ".dtype " + dtype_name(dtype) +
+                 ": a 16-bit cache holds the input type " + dtype_name(x.scalar_type()));
+    side = CACHESTORE_KV_CACHE_AUTO;
+  } else if (dtype == ScalarType::Float8_e4m3fn) {
+    side = CACHESTORE_KV_CACHE_FP8_E4M3;
+  } else if (dtype == ScalarType::Float8_e5m2) {
+    side = CACHESTORE_KV_CACHE_FP8_E5M2;
+  } else {
+    if (kv_cache_dtype != CACHESTORE_KV_CACHE_FP8_E4M3 &&
+        kv_cache_dtype != CACHESTORE_KV_CACHE_FP8_E5M2)
+      value_error(std::string(cache_name) + " is uint8: pass kv_cache_dtype=" +
+                  quoted(cache_type_name(CACHESTORE_KV_CACHE_FP8_E4M3)) + " or " +
+                  quoted(cache_type_name(CACHESTORE_KV_CACHE_FP8_E5M2)));
+    side = *kv_cache_dtype;
+  }
+  if (kv_cache_dtype.has_value() && *kv_cache_dtype != CACHESTORE_KV_CACHE_AUTO &&
+      side != *kv_cache_dtype)
+    value_error("kv_cache_dtype = " + quoted(cache_type_name(*kv_cache_dtype)) +
+                " does not match " + cache_name + ".dtype " + dtype_name(dtype));
+  return side;
+}
+
+struct Side {
+  const char* x_name;
+  const Tensor* x;
+  const char* cache_name;
+  const OptTensor& cache;
+  const char* scale_name;
+  const OptTensor& scale;
+};
+
+// One side's checks; returns its cache type.
+int64_t check_side(const Side& s, const Tensor& key, int64_t layout,
+                   std::optional<int64_t> kv_cache_dtype) {
+  const Tensor& x = *s.x;
+  check_tensor(s.x_name, x, {ScalarType::BFloat16, ScalarType::Half}, {2, 3});
+  if (x.scalar_type() != key.scalar_type())
+    type_error(std::string(s.x_name) + ".dtype " + dtype_name(x.scalar_type()) +
+               " differs from key.dtype " + dtype_name(key.scalar_type()));
+  if (x.stride(-1) != 1)
+    value_error(std::string(s.x_name) + ": the last dimension must be contiguous");
+  if (x.size(0) != key.size(0))
+    value_error(std::string(s.x_name) + " has " + std::to_string(x.size(0)) + " rows, key " +
+                std::to_string(key.size(0)));
+  if (!s.cache.has_value())
+    value_error(std::string(s.cache_name) + " is required with " + s.x_name);
+  const Tensor& cache = *s.cache;
+  check_tensor(s.cache_name, cache,
+               {ScalarType::BFloat16, ScalarType::Half, ScalarType::Byte,
+                ScalarType::Float8_e4m3fn, ScalarType::Float8_e5m2},
+               {3, 4});
+  const int64_t heads = x.dim() == 3 ? x.size(1) : 1;
+  const int64_t head_dim = x.size(-1);
+  int64_t got_heads, got_dim;
+  if (cache.dim() == 3) {
+    if (heads != 1)
+      value_error(std::string(s.cache_name) + " is [pages, P, D] (one head) but " + s.x_name +
+                  " has " + std::to_string(heads) + " heads");
+    got_heads = heads;  // a one-head cache [pages, P, D]: only D must match
+    got_dim = cache.size(2);
+  } else {
+    got_heads = layout == kNhd ? cache.size(2) : cache.size(1);
+    got_dim = cache.size(3);
+  }
+  if (got_heads != heads || got_dim != head_dim)
+    value_error(std::string(s.cache_name) + " " + tuple_string(cache.sizes()) +
+                " does not hold " + s.x_name + "'s " + std::to_string(heads) + " heads of " +
+                std::to_string(head_dim) + " in layout " + quoted(kLayoutNames[layout]));
+  if (cache.stride(-1) != 1)
+    value_error(std::string(s.cache_name) + ": the last dimension must be contiguous");
+  return side_cache_type(kv_cache_dtype, s.cache_name, cache, x);
+}
+
+void check_scale(const Side& s, int64_t heads) {
+  if (!s.scale.has_value())
+    value_error(std::string(s.scale_name) + " is required for an fp8 cache");
+  const Tensor& scale = *s.scale;
+  check_tensor(s.scale_name, scale, {ScalarType::Float}, {0, 1});
+  if ((scale.numel() != 1 && scale.numel() != heads) || !scale.is_contiguous())
+    value_error(std::string(s.scale_name) + " must hold 1 or " + std::to_string(heads) +
+                " (one per head) float32");
+}
+
+cachestore_kv_side_t side_struct(const Tensor& x, const Tensor& cache, int64_t layout,
+                                 const OptTensor& scale) {
+  cachestore_kv_side_t side{};
+  side.data = x.data_ptr();
+  side.token_stride = x.stride(0);
+  side.head_dim = static_cast<int32_t>(x.size(-1));
+  side.head_stride = x.dim() == 3 ? x.stride(1) : x.size(-1);
+  side.cache = cache.data_ptr();
+  side.page_stride = cache.stride(0);
+  if (cache.dim() == 3) {
+    side.entry_stride = cache.stride(1);
+    side.cache_head_stride = cache.size(-1);
+  } else if (layout == kNhd) {
+    side.entry_stride = cache.stride(1);
+    side.cache_head_stride = cache.stride(2);
+  } else {
+    side.entry_stride = cache.stride(2);
+    side.cache_head_stride = cache.stride(1);
+  }
+  if (scale.has_value()) {
+    side.scale = static_cast<const float*>(scale->data_ptr());
+    side.scale_stride = scale->numel() == 1 ? 0 : 1;
+  }
+  return side;
+}
+
+void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key_cache,
+                    OptTensor value_cache, int64_t layout, std::optional<int64_t> kv_cache_dtype,
+                    OptTensor k_scale, OptTensor v_scale, OptTensor num_tokens_non_padded,
+                    int64_t reserved_slot, int64_t owner_rank, int64_t owner_size,
+                    OptTensor diagnostics, bool enable_pdl) {
+  const BatchOptions o{num_tokens_non_padded, reserved_slot, owner_rank, owner_size, diagnostics,
+                       enable_pdl};
+  check_id("layout", layout, 2);
+  if (kv_cache_dtype.has_value()) check_id("kv_cache_dtype", *kv_cache_dtype,
+                                           layout::kNumKvCacheTypes);
+  const OptTensor key_cache_opt(key_cache);
+  const Side k_side{"key", &key, "key_cache", key_cache_opt, "k_scale", k_scale};
+  const Side v_side{"value", value.has_value() ? &*value : nullptr, "value_cache", value_cache,
+                    "v_scale", v_scale};
+  if (!value.has_value() && value_cache.has_value())
+    value_error("value_cache given without value");
+  int64_t cache_type = -1;
+  for (const Side* s : {&k_side, &v_side}) {
+    if (s->x == nullptr) continue;
+    const int64_t side = check_side(*s, key, layout, kv_cache_dtype);
+    if (cache_type >= 0 && side != cache_type)
+      type_error("key_cache and value_cache must have the same cache type");
+    cache_type = side;
+    if (layout::kKvCacheTypes[side].scaled) check_scale(*s, s->x->dim() == 3 ? s->x->size(1) : 1);
+  }
+  check_slots("slot_mapping", slot_mapping, key.size(0));
+  check_options(o);
+  const int32_t device = same_device(
+      {named("key", key), named("value", value), named("slot_mapping", slot_mapping),
+       named("key_cache", key_cache), named("value_cache", value_cache),
+       named("k_scale", k_scale), named("v_scale", v_scale),
+       named("num_tokens_non_padded", num_tokens_non_padded),
+       named("diagnostics", diagnostics)});
+
+  cachestore_paged_kv_params_t p;
+  CACHESTORE_PARAMS_INIT(p);
+  batch_fields(p, key.size(0), o);
+  p.slots = slots_of(slot_mapping, reserved_slot, owner_rank, owner_size);
+  p.num_heads = static_cast<int32_t>(key.dim() == 3 ? key.size(1) : 1);
+  p.input_type = key.scalar_type() == ScalarType::BFloat16 ? CACHESTORE_KV_BF16 : CACHESTORE_KV_FP16;
+  p.cache_type = static_cast<int32_t>(cache_type);
+  p.num_pages = key_cache.size(0);
+  p.page_size = static_cast<int32_t>(
+      key_cache.dim() == 3 || layout == kNhd ? key_cache.size(1) : key_cache.size(2));
+  p.k = side_struct(key, key_cache, layout, k_scale);
+  if (value.has_value()) p.v = side_struct(*value, *value_cache, layout, v_scale);
+  launch(cachestore_store_paged_kv, p, device);
+}
+
+}  // namespace
+}  // namespace cachestore::torch_ops
+
+using namespace cachestore::torch_ops;  // NOLINT: the registrations below name the ops
+
+STABLE_TORCH_LIBRARY_FRAGMENT(cachestore, m) {
+  m.def("store_paged_kv(Tensor key, Tensor? value, Tensor slot_mapping, Tensor(a!) key_cache, "
+        "Tensor(b!)? value_cache, int layout=0, int? kv_cache_dtype=None, Tensor? k_scale=None, "
+        "Tensor? v_scale=None, " CACHESTORE_BATCH_SCHEMA("c") ") -> ()");
+}
+void paged_kv_kernels(Library& m) { m.impl("store_paged_kv", TORCH_BOX(&store_paged_kv)); }
+CACHESTORE_TORCH_KERNELS(paged_kv_kernels)
