@@ -1,7 +1,9 @@
 // The paged K/V rows: Llama-3-8B/70B's H = 8, D = 128 (input [K | V] per token, 2048 wide) in
 // NHD and HND, 16-bit or fp8 e4m3 with per-head scales, and vLLM's 576-wide MLA rows (H = 1,
 // K = kv_c 512, V = k_pe 64); P = 16 (vLLM's default block). Beside them: the two naive
-// scatters an engine composes (K, then V) and, for x_naive, the K scatter alone.
+// scatters an engine composes (K, then V) and, for x_naive, the K scatter alone. The general
+// kernel's rows: fp32 inputs (the same H and D, half the slots), a head dim of 100 (4 values a
+// thread), vLLM's paged-attention layout (K chunked by 16 bytes, V d-major).
 #include "harness.cuh"
 #include "naive_scatter.cuh"
 
@@ -18,25 +20,46 @@ struct Caches {
 Caches* g = nullptr;
 
 int64_t kv_capacity() { return kKvSlots; }
+int64_t kv_fp32_capacity() { return kKvSlots / 2; }  // the same bytes as the 16-bit caches
 int64_t mla576_capacity() { return kKvSlots * kKvHeads * kKvDim / layout::kMlaRowDim; }
 
-// The store of an H = 8, D = 128 row in `st`'s layout.
-Status store_heads(const Node& node, const layout::KvStrides& st, KvCacheType type) {
+// The store of an H = 8 row of head dim `dim` (input [K | V] of `input` type) in `st`'s layout,
+// d contiguous unless given.
+Status store_heads(const Node& node, const layout::KvStrides& st, KvCacheType type,
+                   KvDataType input = KvDataType::kBf16, int32_t dim = kKvDim,
+                   int64_t slots = kKvSlots,
+                   layout::KvDimLayout k_dim = layout::kKvContiguousDim,
+                   layout::KvStrides v_st = {}, layout::KvDimLayout v_dim = layout::kKvContiguousDim) {
   PagedKvParams kv;
   kv.batch = node.batch;
   kv.slots = node.slot_map;
   kv.page_size = kKvPage;
   kv.launch = node.launch;
   kv.num_heads = kKvHeads;
+  kv.input_type = input;
   kv.cache_type = type;
-  kv.num_pages = kKvSlots / kKvPage;
-  kv.k = {node.in, 2 * kKvHeads * kKvDim, kKvDim, kKvDim};
-  kv.v = {node.in + kKvHeads * kKvDim, 2 * kKvHeads * kKvDim, kKvDim, kKvDim};
+  kv.num_pages = slots / kKvPage;
+  const int64_t in_bytes = input == KvDataType::kFp32 ? 4 : 2;
+  const auto* in = reinterpret_cast<const uint8_t*>(node.in);
+  kv.k = {in, 2 * kKvHeads * dim, dim, dim};
+  kv.v = {in + in_bytes * kKvHeads * dim, 2 * kKvHeads * dim, dim, dim};
+  if (v_st.page == 0) v_st = st;
   const float* scales = thrust::raw_pointer_cast(g->scales.data());
-  kv.k_cache = {thrust::raw_pointer_cast(g->k.data()), st.page, st.entry, st.head, scales, 1};
-  kv.v_cache = {thrust::raw_pointer_cast(g->v.data()), st.page, st.entry, st.head,
-                scales + kKvHeads, 1};
+  kv.k_cache = {thrust::raw_pointer_cast(g->k.data()), st.page, st.entry, st.head, scales, 1,
+                k_dim.chunk, k_dim.chunk_stride, k_dim.dim_stride};
+  kv.v_cache = {thrust::raw_pointer_cast(g->v.data()), v_st.page, v_st.entry, v_st.head,
+                scales + kKvHeads, 1, v_dim.chunk, v_dim.chunk_stride, v_dim.dim_stride};
   return store_paged_kv(kv, node.stream);
+}
+
+// vLLM's paged-attention layout of the H = 8, D = 128 caches (x = 16 bytes of the cache type).
+Status store_paged_attention(const Node& node, KvCacheType type) {
+  const int32_t x = layout::kv_paged_attention_x(type == KvCacheType::kAuto ? 2 : 1);
+  return store_heads(node, layout::kv_paged_attention_key_strides(kKvPage, kKvHeads, kKvDim, x),
+                     type, KvDataType::kBf16, kKvDim, kKvSlots,
+                     layout::kv_paged_attention_key_dim(kKvPage, x),
+                     layout::kv_paged_attention_value_strides(kKvPage, kKvHeads, kKvDim),
+                     layout::kv_paged_attention_value_dim(kKvPage));
 }
 
 // What an engine composes: k_cache.view(-1, H*D)[slots] = k, then the same for v (`with_v`).
@@ -105,6 +128,30 @@ const Family kPagedKv(
            return store_paged_kv(kv, node.stream);
          },
          layout::kMlaKvcDim, 64},
+        {24, "paged_kv_nhd_fp32", 16392, 4096, false, nullptr, true, nullptr, kv_fp32_capacity,
+         [](const Node& node) {
+           return store_heads(node, layout::kv_nhd_strides(kKvPage, kKvHeads, kKvDim),
+                              KvCacheType::kAuto, KvDataType::kFp32, kKvDim, kKvSlots / 2);
+         }},
+        {25, "paged_kv_nhd_fp32_fp8", 10248, 4096, false, nullptr, true, nullptr,
+         kv_fp32_capacity,
+         [](const Node& node) {
+           return store_heads(node, layout::kv_nhd_strides(kKvPage, kKvHeads, kKvDim),
+                              KvCacheType::kFp8E4m3, KvDataType::kFp32, kKvDim, kKvSlots / 2);
+         }},
+        {26, "paged_kv_nhd_d100", 6408, 1600, false, nullptr, true, nullptr, kv_capacity,
+         [](const Node& node) {
+           return store_heads(node, layout::kv_nhd_strides(kKvPage, kKvHeads, 100),
+                              KvCacheType::kAuto, KvDataType::kBf16, 100);
+         }},
+        {27, "paged_kv_paged_attention", 8200, 2048, false, "naive_kv_two_nodes", true,
+         "naive_k_one_node", kv_capacity,
+         [](const Node& node) { return store_paged_attention(node, KvCacheType::kAuto); },
+         kHeadsWidth, kHeadsWidth},
+        {28, "paged_kv_paged_attention_fp8", 6152, 2048, false, "naive_kv_two_nodes", true,
+         "naive_k_one_node", kv_capacity,
+         [](const Node& node) { return store_paged_attention(node, KvCacheType::kFp8E4m3); },
+         kHeadsWidth, kHeadsWidth},
     },
     [] {
       g = new Caches;

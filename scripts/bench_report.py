@@ -15,7 +15,8 @@ STORES = ["index_k_bf16", "index_k_fp8_amax", "index_k_fp8_pow2", "mla_v4", "mla
           "mla_v32_amax", "fused_v4_index", "fused_v32_index", "index_k_fp4", "mla_v41",
           "mla_v41_fp4", "fused_v41_fp4_index"]
 KV_STORES = ["paged_kv_nhd", "paged_kv_hnd", "paged_kv_nhd_fp8", "paged_kv_hnd_fp8",
-             "paged_kv_mla576"]
+             "paged_kv_mla576", "paged_kv_nhd_fp32", "paged_kv_nhd_fp32_fp8", "paged_kv_nhd_d100",
+             "paged_kv_paged_attention", "paged_kv_paged_attention_fp8"]
 BASELINES = ["naive_bf16_scatter", "naive_fp8_composition", "separate_v4_plus_index",
              "separate_v32_plus_index", "naive_kv_two_nodes", "naive_k_one_node", "d2d_copy"]
 SMALL = [1, 8, 32, 128, 512]

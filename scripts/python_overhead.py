@@ -5,7 +5,8 @@ dtypes, strides, a device guard, the current stream) that launches one kernel, c
 with torch.utils.cpp_extension.load_inline; and the two `index_put_` (K, then V) an engine
 would otherwise compose. Each cachestore store is timed four ways: the torch op
 (`torch.ops.cachestore.<store>`, choice ids), the user function (`cachestore.torch.<store>`),
-`cachestore.torch.direct` (Python checks, the C call) and a `bind()` store. A one-row batch, so
+`cachestore.torch.direct` (Python checks, the C call) and a `bind()` store; and vLLM's
+`reshape_and_cache_flash` from `cachestore.compat.vllm` over the paged op. A one-row batch, so
 the GPU work is far shorter than the host's; ways are timed in alternation, 20 rounds of 500
 calls each, and the median per way is reported with its ratio to the C++ anchor.
 
@@ -162,6 +163,11 @@ def main():
         ways[f"{label}: direct"] = (
             lambda fn=fn, args=args, kwargs=kwargs: getattr(cst.direct, fn)(*args, **kwargs))
         ways[f"{label}: bind"] = cst.bind(fn, *args, **kwargs)
+    # The drop-in entry point over the same op (cachestore.compat.vllm).
+    from cachestore.compat import vllm
+    ways["store_paged_kv (NHD): compat.vllm.reshape_and_cache_flash"] = (
+        lambda: vllm.reshape_and_cache_flash(kv, kv, kc, vc, slots, "auto", scale, scale,
+                                             num_tokens_non_padded=n))
     times = time_ways(ways)
     base = times["C++ TORCH_LIBRARY op (anchor)"]
     print(f"\n| call | µs | x C++ anchor |\n|---|---|---|")

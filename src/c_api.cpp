@@ -53,7 +53,7 @@ struct ReleasedSizes<cachestore_fused_store_params_t> {
 };
 template <>
 struct ReleasedSizes<cachestore_paged_kv_params_t> {
-  static constexpr uint32_t kSizes[] = {248};  // 0.2
+  static constexpr uint32_t kSizes[] = {248, 288};  // 0.2; 0.5 appended the head-dim layouts
 };
 
 template <typename T>
@@ -204,12 +204,14 @@ cs::PagedKvParams to_cpp(const cachestore_paged_kv_params_t& c) {
   p.cache_type = static_cast<cs::KvCacheType>(c.cache_type);
   p.num_pages = c.num_pages;
   p.page_size = c.page_size;
-  const auto side = [](const cachestore_kv_side_t& s, cs::KvInput* in, cs::KvCacheView* cache) {
+  const auto side = [](const cachestore_kv_side_t& s, int32_t chunk, int64_t chunk_stride,
+                       int64_t dim_stride, cs::KvInput* in, cs::KvCacheView* cache) {
     *in = {s.data, s.token_stride, s.head_stride, s.head_dim};
-    *cache = {s.cache, s.page_stride, s.entry_stride, s.cache_head_stride, s.scale, s.scale_stride};
+    *cache = {s.cache, s.page_stride, s.entry_stride, s.cache_head_stride, s.scale, s.scale_stride,
+              chunk, chunk_stride, dim_stride == 0 ? 1 : dim_stride};
   };
-  side(c.k, &p.k, &p.k_cache);
-  if (c.v.data != nullptr) side(c.v, &p.v, &p.v_cache);
+  side(c.k, c.k_chunk, c.k_chunk_stride, c.k_dim_stride, &p.k, &p.k_cache);
+  if (c.v.data != nullptr) side(c.v, c.v_chunk, c.v_chunk_stride, c.v_dim_stride, &p.v, &p.v_cache);
   return p;
 }
 

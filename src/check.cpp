@@ -202,60 +202,64 @@ Status check_index_k_store(const Params& p) {
 }
 
 // ---- store_paged_kv -------------------------------------------------------------------------
-Status check_kv_input(const KvInput& in, int64_t num_tokens, int32_t heads, KvCacheType type,
-                      const char* name) {
+// Any head dim in [1, kMaxKvHeadDim] and any element-aligned input: the launcher picks the
+// widest vector the alignment allows (down to one element).
+Status check_kv_input(const KvInput& in, const PagedKvParams& p, const char* name) {
   const int32_t d = in.head_dim;
-  const int32_t multiple = layout::kv_cache_type(type).head_dim_multiple;
-  const bool fp8 = layout::kv_cache_type(type).scaled;
-  if (d < multiple || d > layout::kMaxKvHeadDim || d % multiple != 0)
-    return fail(Status::kErrorNotSupported,
-                "%s.head_dim = %d: must be a multiple of %d in [%d, %d]%s", name, d, multiple,
-                multiple, layout::kMaxKvHeadDim, fp8 ? " for an fp8 cache" : "");
-  if (in.data == nullptr && num_tokens > 0)
+  if (d < 1 || d > layout::kMaxKvHeadDim)
+    return fail(Status::kErrorNotSupported, "%s.head_dim = %d: must be in [1, %d]", name, d,
+                layout::kMaxKvHeadDim);
+  if (in.data == nullptr && p.batch.num_tokens > 0)
     return fail(Status::kErrorInvalidArgument, "%s.data is null", name);
   if (in.token_stride < 0 || in.head_stride < 0)
     return fail(Status::kErrorInvalidArgument, "%s strides must be >= 0", name);
-  if (!aligned_to(in.data, 16) || in.token_stride % 8 != 0 || in.head_stride % 8 != 0)
-    return fail(Status::kErrorMisalignedOperand,
-                "%s.data must be 16-byte aligned and %s.token_stride (%lld) and %s.head_stride "
-                "(%lld) multiples of 8 elements: the kernel reads 16-byte vectors",
-                name, name, ll(in.token_stride), name, ll(in.head_stride));
-  if (!product_fits(num_tokens, in.token_stride) || !product_fits(heads, in.head_stride))
+  const int64_t bytes = kv_input_bytes(p.input_type);
+  if (!aligned_to(in.data, bytes))
+    return fail(Status::kErrorMisalignedOperand, "%s.data must be %lld-byte aligned (its element)",
+                name, ll(bytes));
+  if (!product_fits(p.batch.num_tokens, in.token_stride) ||
+      !product_fits(p.num_heads, in.head_stride))
     return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
   return Status::kSuccess;
 }
 
-// The cache view of one side: alignment for its vector width, and no two (slot, head) entries
-// overlapping. The dimensions (index d: extent D; heads; entries in a page; pages) are nested by
-// stride: each stride must clear the extent of everything finer, which is what every layout of
-// the contract does (sufficient, not necessary; a layout it refuses would need another proof).
+// The cache view of one side: element alignment, the head-dim layout, and no two elements of
+// any (slot, head, d) overlapping. The dimensions (d within a chunk; chunks; heads; entries in a
+// page; pages) are nested by stride: each stride must clear the extent of everything finer,
+// which is what every layout of the contract does (sufficient, not necessary; a layout it
+// refuses would need another proof).
 Status check_kv_cache(const KvCacheView& c, const KvInput& in, const PagedKvParams& p,
                       const char* name) {
   const bool fp8 = layout::kv_cache_type(p.cache_type).scaled;
-  const int64_t elem_bytes = fp8 ? 1 : 2;
+  const int64_t elem_bytes = kv_cache_bytes(p);
   if (c.data == nullptr) return fail(Status::kErrorInvalidArgument, "%s.data is null", name);
-  if (c.page_stride < 0 || c.entry_stride < 0 || c.head_stride < 0)
-    return fail(Status::kErrorInvalidArgument, "%s strides must be >= 0", name);
-  if (!aligned_to(c.data, 8 * elem_bytes) || c.page_stride % 8 != 0 || c.entry_stride % 8 != 0 ||
-      c.head_stride % 8 != 0)
-    return fail(Status::kErrorMisalignedOperand,
-                "%s.data must be %lld-byte aligned and its page, entry and head strides "
-                "(%lld, %lld, %lld) multiples of 8 elements: the kernel writes %lld-byte vectors",
-                name, ll(8 * elem_bytes), ll(c.page_stride), ll(c.entry_stride),
-                ll(c.head_stride), ll(8 * elem_bytes));
-  std::array<std::pair<int64_t, int64_t>, 3> dims{{{c.head_stride, p.num_heads},
+  if (c.page_stride < 0 || c.entry_stride < 0 || c.head_stride < 0 || c.chunk_stride < 0 ||
+      c.dim_stride < 1)
+    return fail(Status::kErrorInvalidArgument,
+                "%s strides must be >= 0 (dim_stride >= 1)", name);
+  if (!aligned_to(c.data, elem_bytes))
+    return fail(Status::kErrorMisalignedOperand, "%s.data must be %lld-byte aligned (its element)",
+                name, ll(elem_bytes));
+  if (c.chunk != 0 && (c.chunk < 0 || (c.chunk & (c.chunk - 1)) != 0 || in.head_dim % c.chunk != 0))
+    return fail(Status::kErrorInvalidArgument,
+                "%s.chunk = %d: 0 or a power of two dividing the head dim (%d)", name, c.chunk,
+                in.head_dim);
+  const int64_t chunk = c.chunk == 0 ? in.head_dim : c.chunk;
+  std::array<std::pair<int64_t, int64_t>, 5> dims{{{c.dim_stride, chunk},
+                                                   {c.chunk_stride, in.head_dim / chunk},
+                                                   {c.head_stride, p.num_heads},
                                                    {c.entry_stride, p.page_size},
                                                    {c.page_stride, p.num_pages}}};
   std::sort(dims.begin(), dims.end());
-  int64_t extent = in.head_dim;  // elements spanned by one (slot, head) entry, then nested blocks
+  int64_t extent = 1;  // elements spanned by one element, then by the nested blocks
   for (const auto& [stride, count] : dims) {
     if (count <= 1) continue;
     if (stride < extent)
       return fail(Status::kErrorInvalidArgument,
-                  "%s: strides (page %lld, entry %lld, head %lld) let two slots or heads overlap "
-                  "for page_size %d, num_heads %d, head_dim %d",
-                  name, ll(c.page_stride), ll(c.entry_stride), ll(c.head_stride), p.page_size,
-                  p.num_heads, in.head_dim);
+                  "%s: strides (page %lld, entry %lld, head %lld, chunk %lld, dim %lld) let two "
+                  "elements overlap for page_size %d, num_heads %d, head_dim %d",
+                  name, ll(c.page_stride), ll(c.entry_stride), ll(c.head_stride),
+                  ll(c.chunk_stride), ll(c.dim_stride), p.page_size, p.num_heads, in.head_dim);
     if (!product_fits(count - 1, stride) || extent > INT64_MAX - (count - 1) * stride)
       return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
     extent += (count - 1) * stride;
@@ -360,7 +364,8 @@ Status check(const PagedKvParams& p) {
   using namespace detail;
   CACHESTORE_RETURN_IF_ERROR(check_batch(p.batch));
   CACHESTORE_RETURN_IF_ERROR(check_slots(p.slots, p.batch.num_tokens, "slots"));
-  if (p.input_type != KvDataType::kBf16 && p.input_type != KvDataType::kFp16)
+  if (p.input_type != KvDataType::kBf16 && p.input_type != KvDataType::kFp16 &&
+      p.input_type != KvDataType::kFp32)
     return fail(Status::kErrorInvalidArgument, "input_type = %d: not a KvDataType",
                 static_cast<int>(p.input_type));
   if (!layout::is_kv_cache_type(p.cache_type))
@@ -383,12 +388,10 @@ Status check(const PagedKvParams& p) {
                 "num_pages * page_size * slots.owner_size = %lld: at most 2^32 slots when "
                 "page_size (%d) is not a power of two",
                 ll(capacity * p.slots.owner_size), p.page_size);
-  CACHESTORE_RETURN_IF_ERROR(
-      check_kv_input(p.k, p.batch.num_tokens, p.num_heads, p.cache_type, "k"));
+  CACHESTORE_RETURN_IF_ERROR(check_kv_input(p.k, p, "k"));
   CACHESTORE_RETURN_IF_ERROR(check_kv_cache(p.k_cache, p.k, p, "k_cache"));
   if (p.v.data != nullptr) {
-    CACHESTORE_RETURN_IF_ERROR(
-        check_kv_input(p.v, p.batch.num_tokens, p.num_heads, p.cache_type, "v"));
+    CACHESTORE_RETURN_IF_ERROR(check_kv_input(p.v, p, "v"));
     CACHESTORE_RETURN_IF_ERROR(check_kv_cache(p.v_cache, p.v, p, "v_cache"));
   }
   return succeed();

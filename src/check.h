@@ -16,6 +16,12 @@ inline bool product_fits(int64_t a, int64_t b) {
   return !__builtin_mul_overflow(a, b, &out);
 }
 
+// Element bytes of store_paged_kv's inputs and caches (an auto cache holds the input type).
+inline int64_t kv_input_bytes(KvDataType t) { return t == KvDataType::kFp32 ? 4 : 2; }
+inline int64_t kv_cache_bytes(const PagedKvParams& p) {
+  return layout::kv_cache_type(p.cache_type).scaled ? 1 : kv_input_bytes(p.input_type);
+}
+
 // log2 of a size already checked to be a power of two.
 int32_t log2_exact(int64_t power_of_two);
 

@@ -100,12 +100,19 @@ int main(void) {
     EXPECT(cachestore_store_paged_kv(&kv, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
     EXPECT(strstr(cachestore_last_error_message(), "slots.owner_size") != NULL);
     kv.slots.owner_size = 0;
-    kv.k.head_dim = 72;
+    kv.k_chunk = 3; /* 0.5: the head-dim layout; a chunk is a power of two */
+    EXPECT(cachestore_check_paged_kv(&kv) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "k_cache.chunk") != NULL);
+    kv.struct_size = 248; /* the 0.2 struct ends before the chunk: read with its defaults */
+    EXPECT(cachestore_check_paged_kv(&kv) == CACHESTORE_SUCCESS);
+    kv.struct_size = (uint32_t)sizeof kv;
+    kv.k_chunk = 0;
+    kv.k.head_dim = 2000;
     EXPECT(cachestore_store_paged_kv(&kv, NULL) == CACHESTORE_ERROR_NOT_SUPPORTED);
     EXPECT(strstr(cachestore_last_error_message(), "k.head_dim") != NULL);
 
     /* A caller compiled against a newer header: unknown trailing fields must be zero. */
-    kv.k.head_dim = 72;
+    kv.k.head_dim = 2000;
     memset(newer, 0, sizeof newer);
     memcpy(newer, &kv, sizeof kv);
     {
@@ -181,7 +188,7 @@ int main(void) {
      * struct holds (a paged K/V struct cut before its V fields never stores K only; an fp8 one
      * cut before its rule never switches the rule). */
     {
-      const uint32_t bad_kv[] = {16, 24, 120, 247, 0};
+      const uint32_t bad_kv[] = {16, 24, 120, 247, 249, 287, 0};
       const uint32_t bad_fused[] = {16, 200, 223, 225, 240, 271, 0};
       int i;
       CACHESTORE_PARAMS_INIT(kv);

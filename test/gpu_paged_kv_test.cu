@@ -1,4 +1,5 @@
-// store_paged_kv on the GPU: every layout of the contract, bf16 and fp16 inputs, the three cache
+// store_paged_kv on the GPU: every layout of the contract, bf16, fp16 and fp32 inputs, any head
+// dim and element-aligned strides (the general kernel), vLLM's paged-attention layout, the three cache
 // types with per-tensor and per-head scales, head counts and dims, page sizes (powers of two and
 // not), slot types, strided K/V sliced out of one tensor, the guard rules and diagnostics, padded
 // CUDA-graph replay with the naive scatter as the control, scales changed between replays, page-
@@ -85,6 +86,79 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<2>(info.param));
     });
 
+// ---- the general kernel: fp32 inputs, any head dim, misaligned bases and strides, vLLM's
+// paged-attention layout (K chunked by 16 bytes, V d-major) -----------------------------------
+using GeneralParam = std::tuple<KvLayout, KvCacheType, KvDataType>;
+class PagedKvGeneral : public PagedKvTest, public ::testing::WithParamInterface<GeneralParam> {};
+
+TEST_P(PagedKvGeneral, WholeCachesMatchReference) {
+  const auto [layout, cache_type, input_type] = GetParam();
+  // (H, Dk, Dv, head pad, input offset): the 16-byte kernel's shapes, the odd head dims of the
+  // peers' tests, and bases / strides that allow only narrower vectors.
+  struct Variant { int32_t h, dk, dv, pad, offset, page_size; };
+  const bool paged_attention = layout == KvLayout::kPagedAttention;
+  const std::vector<Variant> variants =
+      paged_attention
+          ? std::vector<Variant>{{8, 128, 128, 0, 0, 16}, {4, 64, 80, 0, 0, 6}, {2, 256, 256, 0, 0, 1},
+                                 {8, 128, 128, 4, 1, 16}, {1, 96, 0, 0, 0, 32}}
+          : std::vector<Variant>{{8, 128, 128, 0, 0, 16}, {4, 100, 100, 0, 0, 16}, {8, 98, 98, 2, 0, 6},
+                                 {2, 7, 5, 1, 1, 16},     {1, 1, 1, 0, 3, 1},     {4, 36, 36, 0, 2, 64},
+                                 {2, 128, 128, 0, 1, 16}, {3, 1024, 0, 0, 0, 16}};
+  for (const Variant& v : variants) {
+    KvShape s;
+    s.layout = layout;
+    s.cache_type = cache_type;
+    s.input_type = input_type;
+    s.heads = v.h;
+    s.k_dim = v.dk;
+    s.v_dim = v.dv;
+    s.head_pad = v.pad;
+    s.input_offset = v.offset;
+    s.page_size = v.page_size;
+    s.scale_stride = v.dk % 2;
+    s.slot_type = v.h % 2 == 0 ? SlotType::kInt64 : SlotType::kInt32;
+    s.num_tokens = 40;
+    SCOPED_TRACE("H " + std::to_string(v.h) + " Dk " + std::to_string(v.dk) + " Dv " +
+                 std::to_string(v.dv) + " pad " + std::to_string(v.pad) + " offset " +
+                 std::to_string(v.offset) + " P " + std::to_string(v.page_size));
+    KvCase c(s);
+    run_random_steps(c);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+std::string general_name(const ::testing::TestParamInfo<GeneralParam>& info) {
+  static const char* const kInputs[] = {"bf16", "fp16", "fp32"};
+  return std::string(kv_layout_name(std::get<0>(info.param))) + "_" +
+         kv_cache_type_name(std::get<1>(info.param)) + "_" +
+         kInputs[static_cast<int>(std::get<2>(info.param))];
+}
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PagedKvGeneral,
+    ::testing::Combine(::testing::Values(KvLayout::kNhd, KvLayout::kHnd, KvLayout::kPagedAttention),
+                       ::testing::Values(KvCacheType::kAuto, KvCacheType::kFp8E4m3,
+                                         KvCacheType::kFp8E5m2),
+                       ::testing::Values(KvDataType::kBf16, KvDataType::kFp16, KvDataType::kFp32)),
+    general_name);
+
+// The general kernel with PDL, with and without a count: fp32 into fp8, odd D, paged attention.
+TEST_F(PagedKvTest, GeneralKernelPdlWithAndWithoutCount) {
+  for (KvLayout layout : {KvLayout::kNhd, KvLayout::kPagedAttention}) {
+    for (bool counted : {true, false}) {
+      KvShape shape;
+      shape.layout = layout;
+      shape.cache_type = KvCacheType::kFp8E4m3;
+      shape.input_type = KvDataType::kFp32;
+      shape.k_dim = shape.v_dim = layout == KvLayout::kNhd ? 100 : 128;
+      shape.count_on_device = counted;
+      KvCase c(shape);
+      ASSERT_TRUE(run_step(c, counted ? std::optional<int32_t>(29) : std::nullopt, true,
+                           LaunchOptions{true}))
+          << kv_layout_name(layout) << (counted ? ", count" : ", no count");
+    }
+  }
+}
+
 // Head dims up to 1024 and H up to 256 (16-bit cache), one row each way.
 // With PDL the kernel addresses the count before its wait and, without a count, reads the first
 // slot's word in its place (GuardSources): each cache type, with and without a count.
@@ -137,6 +211,9 @@ TEST_P(PagedKvReplay, GraphReplayNeverWritesPaddingRowsAndSeesNewScales) {
     case 2: s.layout = KvLayout::kMla576; s.cache_type = KvCacheType::kFp8E4m3; break;
     case 3: s.layout = KvLayout::kStacked; s.cache_type = KvCacheType::kFp8E5m2;
             s.input_type = KvDataType::kFp16; s.page_size = 6; s.slot_type = SlotType::kInt32; break;
+    case 4: s.layout = KvLayout::kPagedAttention; break;  // the general kernel, bf16
+    case 5: s.cache_type = KvCacheType::kFp8E4m3; s.input_type = KvDataType::kFp32;
+            s.k_dim = s.v_dim = 100; s.scale_stride = 1; break;
   }
   KvCase c(s);
   std::vector<int64_t> previous = distinct_slots(rng_, kRows, c.capacity(), -1);
@@ -226,10 +303,12 @@ TEST_P(PagedKvReplay, GraphReplayNeverWritesPaddingRowsAndSeesNewScales) {
 
 std::string replay_config_name(const ::testing::TestParamInfo<int>& info) {
   static const char* const kNames[] = {"NhdAuto", "HndE4m3PerHead", "Mla576E4m3",
-                                       "StackedE5m2Fp16P6"};
+                                       "StackedE5m2Fp16P6", "PagedAttentionAuto",
+                                       "NhdE4m3Fp32D100"};
   return kNames[info.param];
 }
-INSTANTIATE_TEST_SUITE_P(Configs, PagedKvReplay, ::testing::Values(0, 1, 2, 3), replay_config_name);
+INSTANTIATE_TEST_SUITE_P(Configs, PagedKvReplay, ::testing::Values(0, 1, 2, 3, 4, 5),
+                         replay_config_name);
 
 // ---- page-owner sharding: 1, 2, 4 owners; their caches' union equals the unsharded store ---
 TEST_F(PagedKvTest, OwnerShardsUnionEqualsUnshardedStore) {

@@ -151,17 +151,20 @@ TEST(ArgumentChecks, StorePagedKv) {
     {{"negative pages", S::kErrorInvalidArgument, "num_pages"}, [](auto& p) { p.num_pages = -1; }},
     {{"bad cache type", S::kErrorInvalidArgument, "cache_type"}, [](auto& p) { p.cache_type = static_cast<KvCacheType>(7); }},
     {{"bad input type", S::kErrorInvalidArgument, "input_type"}, [](auto& p) { p.input_type = static_cast<KvDataType>(7); }},
-    {{"fp8 head_dim 72", S::kErrorNotSupported, "k.head_dim"}, [](auto& p) { p.k.head_dim = 72; }},
+    {{"head_dim 0", S::kErrorNotSupported, "k.head_dim"}, [](auto& p) { p.k.head_dim = 0; }},
     {{"head_dim 1032", S::kErrorNotSupported, "v.head_dim"}, [](auto& p) { p.cache_type = KvCacheType::kAuto; p.v.head_dim = 1032; }},
-    {{"head_dim 12", S::kErrorNotSupported, "k.head_dim"}, [](auto& p) { p.cache_type = KvCacheType::kAuto; p.k.head_dim = 12; }},
+    {{"head_dim -3", S::kErrorNotSupported, "k.head_dim"}, [](auto& p) { p.cache_type = KvCacheType::kAuto; p.k.head_dim = -3; }},
     {{"null k", S::kErrorInvalidArgument, "k.data"}, [](auto& p) { p.k.data = nullptr; }},
-    {{"k misaligned", S::kErrorMisalignedOperand, "k.data"}, [](auto& p) { p.k.data = fake(0x20008); }},
-    {{"k token stride", S::kErrorMisalignedOperand, "k.token_stride"}, [](auto& p) { p.k.token_stride = 2044; }},
-    {{"v head stride", S::kErrorMisalignedOperand, "v.head_stride"}, [](auto& p) { p.v.head_stride = 130; }},
+    {{"k misaligned", S::kErrorMisalignedOperand, "k.data"}, [](auto& p) { p.k.data = fake(0x20001); }},
+    {{"fp32 k misaligned", S::kErrorMisalignedOperand, "k.data"}, [](auto& p) { p.input_type = KvDataType::kFp32; p.k.data = fake(0x20002); }},
     {{"null k cache", S::kErrorInvalidArgument, "k_cache.data"}, [](auto& p) { p.k_cache.data = nullptr; }},
-    {{"k cache misaligned", S::kErrorMisalignedOperand, "k_cache.data"}, [](auto& p) { p.k_cache.data = fake(0x100004); }},
-    {{"auto cache needs 16 B", S::kErrorMisalignedOperand, "v_cache.data"}, [](auto& p) { p.cache_type = KvCacheType::kAuto; p.v_cache.data = fake(0x200008); }},
-    {{"entry stride unaligned", S::kErrorMisalignedOperand, "k_cache"}, [](auto& p) { p.k_cache.entry_stride = 1028; }},
+    {{"k cache misaligned", S::kErrorMisalignedOperand, "k_cache.data"}, [](auto& p) { p.cache_type = KvCacheType::kAuto; p.k_cache.data = fake(0x100001); }},
+    {{"fp32 cache misaligned", S::kErrorMisalignedOperand, "v_cache.data"}, [](auto& p) { p.cache_type = KvCacheType::kAuto; p.input_type = KvDataType::kFp32; p.v_cache.data = fake(0x200002); }},
+    {{"chunk 3", S::kErrorInvalidArgument, "k_cache.chunk"}, [](auto& p) { p.k_cache.chunk = 3; }},
+    {{"chunk past the head dim", S::kErrorInvalidArgument, "v_cache.chunk"}, [](auto& p) { p.v_cache.chunk = 256; }},
+    {{"dim stride 0", S::kErrorInvalidArgument, "k_cache"}, [](auto& p) { p.k_cache.dim_stride = 0; }},
+    {{"chunks overlap", S::kErrorInvalidArgument, "k_cache"}, [](auto& p) { p.k_cache.chunk = 16; p.k_cache.chunk_stride = 8; }},
+    {{"strided d overlaps entries", S::kErrorInvalidArgument, "v_cache"}, [](auto& p) { p.v_cache.dim_stride = 2; }},
     {{"entries overlap", S::kErrorInvalidArgument, "k_cache"}, [](auto& p) { p.k_cache.entry_stride = 512; }},
     {{"heads overlap", S::kErrorInvalidArgument, "v_cache"}, [](auto& p) { p.v_cache.head_stride = 64; }},
     {{"pages overlap", S::kErrorInvalidArgument, "k_cache"}, [](auto& p) { p.k_cache.page_stride = 8 * 1024; }},
@@ -172,6 +175,27 @@ TEST(ArgumentChecks, StorePagedKv) {
     {{"owner rank 2 of 2", S::kErrorInvalidArgument, "slots.owner_rank"}, [](auto& p) { p.slots.owner_size = 2; p.slots.owner_rank = 2; }},
     {{"non-pow2 page over 2^32 slots", S::kErrorNotSupported, "page_size"}, [](auto& p) { p.cache_type = KvCacheType::kAuto; p.page_size = 6; p.num_pages = int64_t{1} << 30; p.k_cache.page_stride = p.v_cache.page_stride = 6 * 1024; }},
   });
+  // vLLM's paged-attention layout (K chunked by 16 bytes, V d-major), any head dim and
+  // element-aligned strides pass.
+  {
+    PagedKvParams q = kv_params();
+    const int32_t x = layout::kv_paged_attention_x(1);
+    const layout::KvStrides ks = layout::kv_paged_attention_key_strides(16, 8, 128, x);
+    const layout::KvDimLayout kd = layout::kv_paged_attention_key_dim(16, x);
+    const layout::KvStrides vs = layout::kv_paged_attention_value_strides(16, 8, 128);
+    const layout::KvDimLayout vd = layout::kv_paged_attention_value_dim(16);
+    q.k_cache = {fake(0x100000), ks.page, ks.entry, ks.head, static_cast<const float*>(fake(0x9000)), 0,
+                 kd.chunk, kd.chunk_stride, kd.dim_stride};
+    q.v_cache = {fake(0x200000), vs.page, vs.entry, vs.head, static_cast<const float*>(fake(0x9100)), 1,
+                 vd.chunk, vd.chunk_stride, vd.dim_stride};
+    EXPECT_EQ(check(q), Status::kSuccess) << last_error_message();
+    PagedKvParams odd = kv_params();
+    odd.cache_type = KvCacheType::kAuto;
+    odd.input_type = KvDataType::kFp32;
+    odd.k = {fake(0x20004), 2047, 101, 98};
+    odd.v = {fake(0x20004 + 4 * 1000), 2047, 101, 98};
+    EXPECT_EQ(check(odd), Status::kSuccess) << last_error_message();
+  }
   // A K-only cache ignores v and v_cache; an auto cache ignores the scales.
   PagedKvParams p = kv_params();
   p.v.data = nullptr;

@@ -9,7 +9,7 @@
 
 namespace cachestore::test {
 
-enum class KvLayout { kNhd, kHnd, kStacked, kMla576 };
+enum class KvLayout { kNhd, kHnd, kStacked, kMla576, kPagedAttention };
 
 inline const char* kv_layout_name(KvLayout l) {
   switch (l) {
@@ -17,6 +17,7 @@ inline const char* kv_layout_name(KvLayout l) {
     case KvLayout::kHnd: return "HND";
     case KvLayout::kStacked: return "Stacked";
     case KvLayout::kMla576: return "Mla576";
+    case KvLayout::kPagedAttention: return "PagedAttention";
   }
   return "?";
 }
@@ -39,6 +40,8 @@ struct KvShape {
   int32_t k_dim = 128;
   int32_t v_dim = 128;             // 0: K only
   bool head_padded = false;        // input head stride D + 8 (heads not packed)
+  int32_t head_pad = 0;            // ... or D + head_pad, any number of elements
+  int32_t input_offset = 0;        // the input starts this many elements into its buffer
   int32_t scale_stride = 0;        // 0 per tensor, 1 per head
   SlotType slot_type = SlotType::kInt64;
   int64_t reserved_slot = kNoReservedSlot;
@@ -48,6 +51,18 @@ struct KvShape {
   int64_t num_pages = 0;           // > 0: exactly this many local pages
   bool count_on_device = true;     // false: num_tokens_non_padded = nullptr
 };
+
+inline int64_t kv_input_bytes(KvDataType type) { return type == KvDataType::kFp32 ? 4 : 2; }
+
+// Random fp32 values: exponents 2^-24 .. 2^24, random signs and mantissas.
+inline std::vector<uint8_t> random_f32_values(std::mt19937_64& rng, int64_t count) {
+  std::vector<uint32_t> out(static_cast<size_t>(count));
+  for (auto& v : out) {
+    const uint32_t r = static_cast<uint32_t>(rng());
+    v = ((r & 1u) << 31) | ((103u + (r >> 1) % 49u) << 23) | ((r >> 8) & 0x7fffffu);
+  }
+  return as_bytes(out);
+}
 
 // Random 16-bit values of the input type: bf16 rows of varying magnitude, or fp16 patterns
 // with exponents 2^-10 .. 2^10 and random signs and mantissas.
@@ -76,13 +91,15 @@ class KvCase {
     pages_ = s_.num_pages > 0 ? s_.num_pages : (b + 24 + p - 1) / p + s_.extra_pages;
     capacity_ = pages_ * p;
     // Input: [K heads | V heads | 8 spare] per token, each head padded by 8 when head_padded.
-    k_head_stride_ = s_.k_dim + (s_.head_padded ? 8 : 0);
-    v_head_stride_ = s_.v_dim + (s_.head_padded ? 8 : 0);
+    const int32_t pad = s_.head_padded ? 8 : s_.head_pad;
+    k_head_stride_ = s_.k_dim + pad;
+    v_head_stride_ = s_.v_dim + pad;
     width_ = h * k_head_stride_ + h * v_head_stride_ + 8;
-    input_ = &sc_.input(std::vector<uint8_t>(2 * b * width_));
+    in_bytes_ = kv_input_bytes(s_.input_type);
+    input_ = &sc_.input(std::vector<uint8_t>(in_bytes_ * (b * width_ + s_.input_offset)));
 
     const bool fp8 = s_.cache_type != KvCacheType::kAuto;
-    elem_ = fp8 ? 1 : 2;
+    elem_ = fp8 ? 1 : in_bytes_;
     switch (s_.layout) {
       case KvLayout::kNhd:
         k_strides_ = layout::kv_nhd_strides(p, h, s_.k_dim);
@@ -100,6 +117,14 @@ class KvCase {
         k_strides_ = v_strides_ = layout::kv_mla_row_strides(p);
         v_offset_ = layout::kMlaKvcDim;
         break;
+      case KvLayout::kPagedAttention: {  // vLLM reshape_and_cache: K chunked by x, V d-major
+        const int32_t x = layout::kv_paged_attention_x(static_cast<int32_t>(elem_));
+        k_strides_ = layout::kv_paged_attention_key_strides(p, h, s_.k_dim, x);
+        k_dim_layout_ = layout::kv_paged_attention_key_dim(p, x);
+        v_strides_ = layout::kv_paged_attention_value_strides(p, h, s_.v_dim);
+        v_dim_layout_ = layout::kv_paged_attention_value_dim(p);
+        break;
+      }
     }
     const bool shared = s_.layout == KvLayout::kStacked || mla;
     k_cache_ = &sc_.output(elem_ * pages_ * k_strides_.page, kPoison, "K cache");
@@ -123,6 +148,20 @@ class KvCase {
 
   // Rows < real_rows random (a few with NaN / Inf values); padding rows NaN garbage.
   void randomize_inputs(std::mt19937_64& rng, int64_t real_rows) {
+    if (s_.input_type == KvDataType::kFp32) {
+      std::vector<uint8_t> bytes = random_f32_values(rng, s_.num_tokens * width_ + s_.input_offset);
+      auto* f = reinterpret_cast<uint32_t*>(bytes.data()) + s_.input_offset;
+      const uint32_t specials[3] = {0x7fc00000u, 0x7f800000u, 0xff800000u};
+      for (int64_t r = 0; r < s_.num_tokens; ++r) {
+        if (r >= real_rows) {
+          for (int64_t i = 0; i < width_; ++i) f[r * width_ + i] = 0x7fc00000u | (rng() & 0xffffu);
+        } else if (r % 11 == 3) {
+          f[r * width_ + rng() % width_] = specials[rng() % 3];
+        }
+      }
+      input_->host = std::move(bytes);
+      return;
+    }
     std::vector<uint16_t> v = random_kv_values(rng, s_.num_tokens, width_, s_.input_type);
     const uint16_t specials[3] = {0x7fc0, 0x7f80, 0xff80};  // bf16 NaN, +Inf, -Inf
     const uint16_t fp16_specials[3] = {0x7e00, 0x7c00, 0xfc00};
@@ -134,6 +173,7 @@ class KvCase {
             (s_.input_type == KvDataType::kBf16 ? specials : fp16_specials)[rng() % 3];
       }
     }
+    v.insert(v.begin(), s_.input_offset, 0);
     input_->host = as_bytes(v);
   }
   void set_input(const std::vector<uint16_t>& values) { input_->host = as_bytes(values); }
@@ -189,19 +229,21 @@ class KvCase {
     p.cache_type = s_.cache_type;
     p.num_pages = pages_;
     p.page_size = s_.page_size;
-    auto* in = static_cast<uint16_t*>(input_->ptr(side));
+    auto* in = static_cast<uint8_t*>(input_->ptr(side)) + in_bytes_ * s_.input_offset;
     p.k = {in, width_, k_head_stride_, s_.k_dim};
     auto* k_base = static_cast<uint8_t*>(k_cache_->ptr(side));
     const auto* k_scale = static_cast<const float*>(k_scale_ ? k_scale_->ptr(side) : nullptr);
     const auto* v_scale = static_cast<const float*>(v_scale_ ? v_scale_->ptr(side) : nullptr);
     p.k_cache = {k_base, k_strides_.page, k_strides_.entry, k_strides_.head, k_scale,
-                 s_.scale_stride};
+                 s_.scale_stride, k_dim_layout_.chunk, k_dim_layout_.chunk_stride,
+                 k_dim_layout_.dim_stride};
     if (s_.v_dim > 0) {
-      p.v = {in + s_.heads * k_head_stride_, width_, v_head_stride_, s_.v_dim};
+      p.v = {in + in_bytes_ * s_.heads * k_head_stride_, width_, v_head_stride_, s_.v_dim};
       uint8_t* v_base = v_cache_ ? static_cast<uint8_t*>(v_cache_->ptr(side))
                                  : k_base + elem_ * v_offset_;
       p.v_cache = {v_base, v_strides_.page, v_strides_.entry, v_strides_.head, v_scale,
-                   s_.scale_stride};
+                   s_.scale_stride, v_dim_layout_.chunk, v_dim_layout_.chunk_stride,
+                   v_dim_layout_.dim_stride};
     }
     p.launch = launch;
     return p;
@@ -210,9 +252,10 @@ class KvCase {
  private:
   KvShape s_;
   Scenario sc_;
-  int64_t pages_ = 0, capacity_ = 0, width_ = 0, elem_ = 2, v_offset_ = 0;
+  int64_t pages_ = 0, capacity_ = 0, width_ = 0, elem_ = 2, in_bytes_ = 2, v_offset_ = 0;
   int64_t k_head_stride_ = 0, v_head_stride_ = 0;
   layout::KvStrides k_strides_{}, v_strides_{};
+  layout::KvDimLayout k_dim_layout_ = layout::kKvContiguousDim, v_dim_layout_ = layout::kKvContiguousDim;
   Mirror *input_ = nullptr, *k_cache_ = nullptr, *v_cache_ = nullptr;
   Mirror *k_scale_ = nullptr, *v_scale_ = nullptr, *slots_ = nullptr, *n_ = nullptr;
   Mirror* diagnostics_ = nullptr;

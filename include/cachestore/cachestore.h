@@ -173,31 +173,38 @@ CACHESTORE_EXPORT Status fused_store_cache(const FusedStoreParams& params, cudaS
 
 // ---- store_paged_kv: K/V of MHA / GQA / MQA models into a paged cache --------------------
 // Every layout engines use, by element strides: element (slot s, head h, index d) of a cache is
-// at data + (s / P) * page_stride + (s % P) * entry_stride + h * head_stride + d (elements of
-// the cache type). See layout.h for NHD, HND, FlashInfer's stacked 5-D cache and vLLM's
-// 576-wide MLA rows. P is any positive integer (vLLM's hybrid models size pages to match state
-// pages); powers of two take shifts.
+// at data + (s / P) * page_stride + (s % P) * entry_stride + h * head_stride + dim(d) (elements
+// of the cache type), dim(d) = d unless the cache chunks its head dim (vLLM's paged-attention
+// layout, layout::kv_paged_attention_*). See layout.h for NHD, HND, FlashInfer's stacked 5-D
+// cache and vLLM's 576-wide MLA rows. P is any positive integer (vLLM's hybrid models size pages
+// to match state pages); powers of two take shifts. Any head dim in [1, 1024] and any
+// element-aligned base and strides: 16-byte vectors where the alignment allows, narrower ones
+// (down to one element) where it does not.
 struct KvInput {
-  const void* data = nullptr;  // device [num_tokens, num_heads, head_dim] bf16 | fp16
-  int64_t token_stride = 0;    // elements; multiple of 8
-  int64_t head_stride = 0;     // elements; multiple of 8
-  int32_t head_dim = 0;        // multiple of 8 in [8, 1024]; fp8 caches: multiple of 16
+  const void* data = nullptr;  // device [num_tokens, num_heads, head_dim] bf16 | fp16 | fp32
+  int64_t token_stride = 0;    // elements
+  int64_t head_stride = 0;     // elements
+  int32_t head_dim = 0;        // in [1, 1024]
 };
 
 struct KvCacheView {
-  void* data = nullptr;          // device; 16-byte aligned (16-bit cache), 8-byte aligned (fp8)
-  int64_t page_stride = 0;       // elements of the cache type; multiples of 8
+  void* data = nullptr;          // device; aligned to its element (the input type's for auto)
+  int64_t page_stride = 0;       // elements of the cache type
   int64_t entry_stride = 0;
   int64_t head_stride = 0;
   const float* scale = nullptr;  // fp8 caches: device fp32, read at run time; else ignored
   int32_t scale_stride = 0;      // 0: one scale for the tensor; 1: one per head (scale[h])
+  // The head dim's layout (layout::KvDimLayout): chunk 0 and dim_stride 1 for d contiguous.
+  int32_t chunk = 0;
+  int64_t chunk_stride = 0;
+  int64_t dim_stride = 1;
 };
 
 struct PagedKvParams {
   Batch batch;
   SlotMapping slots;             // owner sharding applies (page g = slot / page_size)
   int32_t num_heads = 1;         // H in [1, 256], K and V alike
-  KvDataType input_type = KvDataType::kBf16;
+  KvDataType input_type = KvDataType::kBf16;  // auto caches hold it (fp32 caches for fp32)
   KvCacheType cache_type = KvCacheType::kAuto;
   int64_t num_pages = 0;         // of this owner's caches
   int32_t page_size = 16;        // P >= 1

@@ -99,7 +99,7 @@ CACHESTORE_EXPORT cachestore_status_t cachestore_fused_store_cache(
     (params).struct_size = sizeof(params);      \
   } while (0)
 
-enum { CACHESTORE_KV_BF16 = 0, CACHESTORE_KV_FP16 = 1 };
+enum { CACHESTORE_KV_BF16 = 0, CACHESTORE_KV_FP16 = 1, CACHESTORE_KV_FP32 = 2 };
 enum { CACHESTORE_KV_CACHE_AUTO = 0, CACHESTORE_KV_CACHE_FP8_E4M3 = 1,
        CACHESTORE_KV_CACHE_FP8_E5M2 = 2 };
 
@@ -203,6 +203,14 @@ typedef struct cachestore_paged_kv_params_t {
   int64_t num_pages;
   cachestore_kv_side_t k;
   cachestore_kv_side_t v; /* v.data == NULL: K only */
+  /* Appended in 0.5 (the 0.2 struct is 248 bytes, the 0.5 one 288): each cache's head-dim
+   * layout (cachestore.h KvCacheView; vLLM's paged-attention layout); all zero: d contiguous. */
+  int32_t k_chunk;        /* elements per head-dim chunk, a power of two; 0: no chunks */
+  int32_t v_chunk;
+  int64_t k_chunk_stride; /* elements between chunks */
+  int64_t v_chunk_stride;
+  int64_t k_dim_stride;   /* elements between consecutive d; 0 means 1 */
+  int64_t v_dim_stride;
 } cachestore_paged_kv_params_t;
 
 CACHESTORE_EXPORT cachestore_status_t cachestore_store_index_k_bf16_v2(

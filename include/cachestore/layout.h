@@ -46,7 +46,7 @@ enum class IndexKFormat : int32_t {
 };
 
 // store_paged_kv: the input type, and the cache type (each value indexes layout::kKvCacheTypes).
-enum class KvDataType : int32_t { kBf16 = 0, kFp16 = 1 };
+enum class KvDataType : int32_t { kBf16 = 0, kFp16 = 1, kFp32 = 2 };
 enum class KvCacheType : int32_t {
   kAuto = 0,     // the input type: bits copied
   kFp8E4m3 = 1,  // fp8_satfinite_rn(x / scale), IEEE division (vLLM's reshape_and_cache_flash)
@@ -225,9 +225,9 @@ struct KvCacheTypeInfo {
   int32_t head_dim_multiple; // the head dim is a multiple of this
 };
 inline constexpr KvCacheTypeInfo kKvCacheTypes[] = {
-    {"auto", 0, false, 8},
-    {"fp8_e4m3", 1, true, 16},
-    {"fp8_e5m2", 1, true, 16},
+    {"auto", 0, false, 1},
+    {"fp8_e4m3", 1, true, 1},
+    {"fp8_e5m2", 1, true, 1},
 };
 inline constexpr int32_t kNumKvCacheTypes =
     static_cast<int32_t>(sizeof(kKvCacheTypes) / sizeof(kKvCacheTypes[0]));
@@ -270,6 +270,44 @@ CACHESTORE_HOST_DEVICE constexpr int64_t kv_element_offset(const KvStrides& s, i
                                                            int64_t in_page, int64_t head,
                                                            int64_t d) {
   return page * s.page + in_page * s.entry + head * s.head + d;
+}
+
+// How a cache lays out the head dim d of one (slot, head) entry: at element
+// (d / chunk) * chunk_stride + (d % chunk) * dim_stride, or d * dim_stride with chunk 0 (no
+// chunks). Every layout above has {0, 0, 1}: d contiguous.
+struct KvDimLayout {
+  int32_t chunk;          // elements per chunk (a power of two dividing the head dim), 0: none
+  int64_t chunk_stride;   // elements between chunks
+  int64_t dim_stride;     // elements between consecutive d within a chunk
+};
+inline constexpr KvDimLayout kKvContiguousDim = {0, 0, 1};
+CACHESTORE_HOST_DEVICE constexpr int64_t kv_dim_offset(const KvDimLayout& l, int64_t d) {
+  return l.chunk == 0 ? d * l.dim_stride
+                      : d / l.chunk * l.chunk_stride + d % l.chunk * l.dim_stride;
+}
+
+// vLLM's paged-attention layout (reshape_and_cache): K [pages, H, D / x, P, x] with x the
+// elements of 16 bytes, V [pages, H, D, P].
+CACHESTORE_HOST_DEVICE constexpr int32_t kv_paged_attention_x(int32_t element_bytes) {
+  return 16 / element_bytes;
+}
+CACHESTORE_HOST_DEVICE constexpr KvStrides kv_paged_attention_key_strides(int64_t page_size,
+                                                                          int64_t heads,
+                                                                          int64_t head_dim,
+                                                                          int64_t x) {
+  return {heads * head_dim * page_size, x, head_dim * page_size};
+}
+CACHESTORE_HOST_DEVICE constexpr KvDimLayout kv_paged_attention_key_dim(int64_t page_size,
+                                                                        int64_t x) {
+  return {static_cast<int32_t>(x), page_size * x, 1};
+}
+CACHESTORE_HOST_DEVICE constexpr KvStrides kv_paged_attention_value_strides(int64_t page_size,
+                                                                            int64_t heads,
+                                                                            int64_t head_dim) {
+  return {heads * head_dim * page_size, 1, head_dim * page_size};
+}
+CACHESTORE_HOST_DEVICE constexpr KvDimLayout kv_paged_attention_value_dim(int64_t page_size) {
+  return {0, 0, page_size};
 }
 
 // ---- the table's figures as the contract (docs/layouts.md) states them ----------------------

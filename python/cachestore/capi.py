@@ -22,7 +22,7 @@ SCALE_AMAX, SCALE_POW2 = 0, 1
 MLA_V4, MLA_V32, MLA_V41, MLA_V41_FP4 = 0, 1, 2, 3
 FP4_TIES_TO_EVEN, FP4_TIES_TOWARD_ZERO = 0, 1
 INDEX_K_FP8, INDEX_K_FP4 = 0, 1
-KV_BF16, KV_FP16 = 0, 1
+KV_BF16, KV_FP16, KV_FP32 = 0, 1, 2
 KV_CACHE_AUTO, KV_CACHE_FP8_E4M3, KV_CACHE_FP8_E5M2 = 0, 1, 2
 
 
@@ -86,7 +86,9 @@ class KvSide(ctypes.Structure):
 class PagedKvParams(_Params):
     _fields_ = _BATCH + [("slots", Slots), ("num_heads", i32), ("input_type", i32),
                          ("cache_type", i32), ("page_size", i32), ("num_pages", i64),
-                         ("k", KvSide), ("v", KvSide)]
+                         ("k", KvSide), ("v", KvSide), ("k_chunk", i32), ("v_chunk", i32),
+                         ("k_chunk_stride", i64), ("v_chunk_stride", i64),
+                         ("k_dim_stride", i64), ("v_dim_stride", i64)]
 
 
 class MlaLayoutInfo(_Params):

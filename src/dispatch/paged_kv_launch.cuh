@@ -1,5 +1,6 @@
-// store_paged_kv's launcher for one cache type: the kernel arguments, the block shape from the
-// policy, the input type (fp8 caches decode it; auto copies bits), the slot type and PDL.
+// store_paged_kv's launcher for one cache type: the kernel (16-byte or general, by the
+// alignment and the head-dim layout), its arguments, the block shape from the policy, the input
+// type (fp8 caches decode it; auto copies bits of its width), the slot type and PDL.
 #pragma once
 
 #include "check.h"
@@ -10,7 +11,7 @@
 
 namespace cachestore::detail {
 
-inline kernels::KvSideArgs kv_side_args(const KvInput& in, const KvCacheView& c) {
+inline kernels::KvSideArgs kv_side_args(const KvInput& in, const KvCacheView& c, int32_t width) {
   return {static_cast<const uint16_t*>(in.data),
           in.token_stride,
           in.head_stride,
@@ -18,23 +19,70 @@ inline kernels::KvSideArgs kv_side_args(const KvInput& in, const KvCacheView& c)
           {c.page_stride, c.entry_stride, c.head_stride},
           c.scale,
           c.scale_stride,
-          kernels::FastDivmod::make(static_cast<uint32_t>(in.head_dim / 8))};
+          kernels::FastDivmod::make(static_cast<uint32_t>(in.head_dim / width))};
+}
+
+inline kernels::KvDimArgs kv_dim_args(const KvCacheView& c) {
+  return {c.chunk == 0 ? -1 : log2_exact(c.chunk), 0, c.chunk_stride, c.dim_stride};
+}
+
+// Whether `bytes`-byte vectors at every (row, head, vector of `width` values) of one side are
+// aligned: the base and every stride that moves a vector, in bytes.
+inline bool kv_input_aligned(const KvInput& in, int64_t elem_bytes, int64_t bytes) {
+  return aligned_to(in.data, bytes) && in.token_stride * elem_bytes % bytes == 0 &&
+         in.head_stride * elem_bytes % bytes == 0;
+}
+inline bool kv_cache_aligned(const KvCacheView& c, int64_t elem_bytes, int64_t bytes) {
+  return aligned_to(c.data, bytes) && c.page_stride * elem_bytes % bytes == 0 &&
+         c.entry_stride * elem_bytes % bytes == 0 && c.head_stride * elem_bytes % bytes == 0 &&
+         c.chunk_stride * elem_bytes % bytes == 0;
+}
+
+// The widest vector of `width` values (8, 4, 2, 1) one side allows in the general kernel:
+// whole vectors in its head dim, aligned loads, and (d contiguous) aligned stores inside a
+// chunk; a strided d is written value by value.
+inline bool kv_side_takes(const KvInput& in, const KvCacheView& c, int64_t in_bytes,
+                          int64_t cache_bytes, int32_t width) {
+  if (in.head_dim % width != 0) return false;
+  if (!kv_input_aligned(in, in_bytes, std::min<int64_t>(width * in_bytes, 16))) return false;
+  if (c.dim_stride != 1) return true;
+  if (c.chunk != 0 && c.chunk < width) return false;
+  return kv_cache_aligned(c, cache_bytes, std::min<int64_t>(width * cache_bytes, 16));
 }
 
 template <KvCacheType kCache>
 Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_t stream) {
   const bool has_v = p.v.data != nullptr;
-  const int32_t k_vecs = p.num_heads * (p.k.head_dim / 8);
-  const int32_t vecs = k_vecs + (has_v ? p.num_heads * (p.v.head_dim / 8) : 0);
+  const int64_t in_bytes = kv_input_bytes(p.input_type), cache_bytes = kv_cache_bytes(p);
+  // The 16-byte kernel: d contiguous, whole 8-value vectors, 16-byte aligned reads and
+  // 16-byte (auto) or 8-byte (fp8) aligned writes.
+  const auto fast_side = [&](const KvInput& in, const KvCacheView& c) {
+    return c.chunk == 0 && c.dim_stride == 1 && in.head_dim % 8 == 0 &&
+           kv_input_aligned(in, in_bytes, 16) &&
+           kv_cache_aligned(c, cache_bytes, std::min<int64_t>(8 * cache_bytes, 16));
+  };
+  const bool fast = fast_side(p.k, p.k_cache) && (!has_v || fast_side(p.v, p.v_cache));
+  int32_t width = 8;
+  if (!fast) {
+    while (width > 1 && !(kv_side_takes(p.k, p.k_cache, in_bytes, cache_bytes, width) &&
+                          (!has_v || kv_side_takes(p.v, p.v_cache, in_bytes, cache_bytes, width))))
+      width /= 2;
+  }
+  const int32_t k_vecs = p.num_heads * (p.k.head_dim / width);
+  const int32_t vecs = k_vecs + (has_v ? p.num_heads * (p.v.head_dim / width) : 0);
   const bool pow2_page = (p.page_size & (p.page_size - 1)) == 0;
   const kernels::PagedKvArgs args{
       slot_args(p.slots, p.num_pages * p.page_size),
-      kv_side_args(p.k, p.k_cache),
-      has_v ? kv_side_args(p.v, p.v_cache) : kernels::KvSideArgs{},
+      kv_side_args(p.k, p.k_cache, width),
+      has_v ? kv_side_args(p.v, p.v_cache, width) : kernels::KvSideArgs{},
       k_vecs,
       vecs,
       pow2_page ? log2_exact(p.page_size) : -1,
-      kernels::FastDivmod::make(static_cast<uint32_t>(p.page_size))};
+      kernels::FastDivmod::make(static_cast<uint32_t>(p.page_size)),
+      kv_dim_args(p.k_cache),
+      has_v ? kv_dim_args(p.v_cache) : kernels::KvDimArgs{-1, 0, 0, 1},
+      width,
+      0};
 
   const tuning::PagedKvShape shape =
       tuning::paged_kv_shape(arch.policy, p.batch.num_tokens, vecs, arch.sm_count);
@@ -51,17 +99,24 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
     return with_pdl(pdl, [&](auto pdl_constant) {
       constexpr bool kPdl = decltype(pdl_constant)::value;
       return with_slot_type(p.slots.type, [&](auto slot) {
-        return launch_store(kernels::paged_kv_kernel<decltype(slot), kCache, kIn, kPdl>, grid,
+        using SlotT = decltype(slot);
+        if (fast)
+          return launch_store(kernels::paged_kv_kernel<SlotT, kCache, kIn, kPdl>, grid, block,
+                              stream, pdl_constant, guard, args);
+        return launch_store(kernels::paged_kv_general_kernel<SlotT, kCache, kIn, kPdl>, grid,
                             block, stream, pdl_constant, guard, args);
       });
     });
   };
-  // An auto cache copies bits: the input type does not matter.
+  using Input = KvDataType;
+  if (p.input_type == Input::kFp32)
+    return launch_for_input(std::integral_constant<Input, Input::kFp32>{});
+  // An auto cache copies bits: which 16-bit type does not matter.
   if constexpr (kCache != KvCacheType::kAuto) {
-    if (p.input_type == KvDataType::kFp16)
-      return launch_for_input(std::integral_constant<KvDataType, KvDataType::kFp16>{});
+    if (p.input_type == Input::kFp16)
+      return launch_for_input(std::integral_constant<Input, Input::kFp16>{});
   }
-  return launch_for_input(std::integral_constant<KvDataType, KvDataType::kBf16>{});
+  return launch_for_input(std::integral_constant<Input, Input::kBf16>{});
 }
 
 }  // namespace cachestore::detail

@@ -114,24 +114,37 @@ static_assert(sizeof(MlaArgs) == 80, "MlaArgs fills the two constant lines after
 
 // One side (K or V) of store_paged_kv.
 struct KvSideArgs {
-  const uint16_t* src;          // [num_tokens, H, D] bf16 | fp16
+  const uint16_t* src;          // [num_tokens, H, D] bf16 | fp16 | fp32 (read as its type)
   int64_t token_stride;         // elements
   int64_t head_stride;          // elements
-  uint8_t* cache;               // elements of the cache type (2 bytes auto, 1 byte fp8)
+  uint8_t* cache;               // elements of the cache type (the input's for auto; fp8: 1 byte)
   layout::KvStrides cache_strides;  // page, entry, head; elements
   const float* scale;           // fp8 only
   int32_t scale_stride;         // 0 or 1
-  FastDivmod vecs_per_head;     // D / 8: a vector index -> (head, vector in head)
+  FastDivmod vecs_per_head;     // D / width: a vector index -> (head, vector in head)
+};
+
+// A side's head-dim layout in its cache (layout::KvDimLayout), read by the general kernel only.
+struct KvDimArgs {
+  int32_t chunk_shift;          // log2(chunk), or -1: no chunks
+  int32_t pad0;
+  int64_t chunk_stride;         // elements
+  int64_t dim_stride;           // elements
 };
 
 struct PagedKvArgs {
   SlotArgs slots;
   KvSideArgs k;
   KvSideArgs v;
-  int32_t k_vecs;               // H * Dk / 8: vectors j < k_vecs are K's
-  int32_t vecs_per_token;       // k_vecs + H * Dv / 8
+  int32_t k_vecs;               // H * Dk / width: vectors j < k_vecs are K's
+  int32_t vecs_per_token;       // k_vecs + H * Dv / width
   int32_t page_shift;           // P = 2^page_shift, or -1: page_div
   FastDivmod page_div;          // P, when not a power of two (global capacity <= 2^32)
+  // The general kernel's (after what the 16-byte kernel reads, so that its lines are unchanged):
+  KvDimArgs k_dim;
+  KvDimArgs v_dim;
+  int32_t width;                // elements a thread: 8, 4, 2 or 1
+  int32_t pad0;
 };
 
 }  // namespace cachestore::kernels

@@ -1,9 +1,17 @@
-// store_paged_kv: K and V of MHA / GQA / MQA models into a paged cache of any strides. One
-// thread per 16-byte input vector (8 values of one head): blockDim = (vectors per block row,
-// rows per block), grid = (row blocks, vector blocks). Each thread reads the count, its row's
-// slot, its vector and (fp8) its head's scale together, applies the one guard, then writes 16
-// bytes (auto) or 8 (fp8).
+// store_paged_kv: K and V of MHA / GQA / MQA models into a paged cache of any strides. Two
+// kernels with one indexing: blockDim = (vectors per block row, rows per block), grid = (row
+// blocks, vector blocks); each thread reads the count, its row's slot, its vector and (fp8) its
+// head's scale together, applies the one guard, then writes its vector.
+//   - paged_kv_kernel: 8 values a thread, read as 16-byte vectors (bf16 / fp16: one, fp32: two)
+//     and written as one 16-byte vector (auto 16-bit), two (auto fp32) or 8 bytes (fp8): what
+//     every aligned cache with a contiguous head dim gets;
+//   - paged_kv_general_kernel: `width` values a thread (8, 4, 2 or 1: the widest the alignment
+//     allows), any head dim, and the head-dim layouts that chunk or stride d (vLLM's
+//     paged-attention layout); a vector in one contiguous run of the cache is one store, else
+//     each value is.
 #pragma once
+
+#include <cstring>
 
 #include "kernels/core/fp8.cuh"
 #include "kernels/core/guard.cuh"
@@ -12,12 +20,28 @@
 
 namespace cachestore::kernels {
 
+// The element type of an input (and of an auto cache).
+template <KvDataType kIn>
+using KvElement = std::conditional_t<kIn == KvDataType::kFp32, float, uint16_t>;
+
 // fp8(x / scale) of 8 bf16 or fp16 values: vLLM's bytes (the shared quantizer, fp8_divided).
 template <KvCacheType kCache, KvDataType kIn>
 __device__ __forceinline__ uint2 kv_to_fp8(const uint4& x, float s) {
   float v[8];
   decode_vec<kIn>(x, v);
   return fp8_divided<kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2, ScaleSource::kGiven>(v, s);
+}
+
+// One input value as fp32 (exact).
+template <KvDataType kIn>
+__device__ __forceinline__ float kv_value(KvElement<kIn> x) {
+  if constexpr (kIn == KvDataType::kFp32) {
+    return x;
+  } else if constexpr (kIn == KvDataType::kBf16) {
+    return __uint_as_float(static_cast<uint32_t>(x) << 16);
+  } else {
+    return __half2float(__ushort_as_half(x));
+  }
 }
 
 // Page of a slot: shifts for a power-of-two P; otherwise the launch-time divisor, valid for
@@ -35,6 +59,7 @@ __device__ __forceinline__ PagePosition position_of(const PagedKvArgs& a, int64_
 template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
 __global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
 paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a) {
+  using In = KvElement<kIn>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const int32_t j = static_cast<int32_t>(blockIdx.y * blockDim.x + threadIdx.x);
   if (row >= guard.num_tokens || j >= a.vecs_per_token) return;
@@ -43,7 +68,8 @@ paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a) {
   const uint32_t jj = static_cast<uint32_t>(is_v ? j - a.k_vecs : j);
   const uint32_t head = side.vecs_per_head.div(jj);
   const uint32_t vec = jj - head * side.vecs_per_head.divisor;
-  const uint16_t* src = side.src + (row * side.token_stride + head * side.head_stride + 8 * vec);
+  const In* src = reinterpret_cast<const In*>(side.src) +
+                  (row * side.token_stride + head * side.head_stride + 8 * vec);
   const float* scale_src = side.scale + static_cast<int64_t>(head) * side.scale_stride;
   GuardSources<SlotT> sources(guard, a.slots, row);
   if constexpr (kCache == KvCacheType::kAuto) {
@@ -51,7 +77,10 @@ paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a) {
   } else {
     begin_row<kPdl>(guard, sources, src, scale_src);
   }
-  const uint4 x = load_global<kPdl>(reinterpret_cast<const uint4*>(src));
+  constexpr int kLoads = sizeof(In) * 8 / 16;  // 16-byte vectors of 8 values
+  uint4 x[kLoads];
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) x[i] = load_global<kPdl>(reinterpret_cast<const uint4*>(src) + i);
   float scale = 0.0f;
   if constexpr (kCache != KvCacheType::kAuto) scale = load_global<kPdl>(scale_src);
   const int64_t n = sources.template load_count<kPdl>(guard);
@@ -61,9 +90,122 @@ paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a) {
   const int64_t element =
       layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 8 * vec);
   if constexpr (kCache == KvCacheType::kAuto) {
-    store_vec(side.cache + 2 * element, x);
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) store_vec(side.cache + sizeof(In) * element + 16 * i, x[i]);
+  } else if constexpr (kIn == KvDataType::kFp32) {
+    float v[8];
+    memcpy(v, x, sizeof v);
+    *reinterpret_cast<uint2*>(side.cache + element) =
+        fp8_divided<kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2, ScaleSource::kGiven>(
+            v, scale);
   } else {
-    *reinterpret_cast<uint2*>(side.cache + element) = kv_to_fp8<kCache, kIn>(x, scale);
+    *reinterpret_cast<uint2*>(side.cache + element) = kv_to_fp8<kCache, kIn>(x[0], scale);
+  }
+}
+
+// kBytes bytes from p (aligned to min(kBytes, 16)) into out: one load, or two 16-byte ones.
+template <bool kPdl, int kBytes>
+__device__ __forceinline__ void load_bytes(const void* p, void* out) {
+  if constexpr (kBytes == 32) {
+    const uint4 lo = load_global<kPdl>(static_cast<const uint4*>(p));
+    const uint4 hi = load_global<kPdl>(static_cast<const uint4*>(p) + 1);
+    memcpy(out, &lo, 16);
+    memcpy(static_cast<uint8_t*>(out) + 16, &hi, 16);
+  } else {
+    using V = std::conditional_t<
+        kBytes == 2, uint16_t,
+        std::conditional_t<kBytes == 4, uint32_t, std::conditional_t<kBytes == 8, uint2, uint4>>>;
+    const V v = load_global<kPdl>(static_cast<const V*>(p));
+    memcpy(out, &v, kBytes);
+  }
+}
+// kBytes bytes to p (aligned to min(kBytes, 16)): one store, or two 16-byte ones.
+template <int kBytes>
+__device__ __forceinline__ void store_bytes_aligned(uint8_t* p, const void* in) {
+  if constexpr (kBytes == 32) {
+    store_bytes_aligned<16>(p, in);
+    store_bytes_aligned<16>(p + 16, static_cast<const uint8_t*>(in) + 16);
+  } else {
+    using V = std::conditional_t<
+        kBytes == 1, uint8_t,
+        std::conditional_t<
+            kBytes == 2, uint16_t,
+            std::conditional_t<kBytes == 4, uint32_t,
+                               std::conditional_t<kBytes == 8, uint2, uint4>>>>;
+    V v;
+    memcpy(&v, in, kBytes);
+    *reinterpret_cast<V*>(p) = v;
+  }
+}
+
+// Element offset of index d within a (slot, head) entry (layout::kv_dim_offset).
+__device__ __forceinline__ int64_t dim_offset(const KvDimArgs& l, int64_t d) {
+  if (l.chunk_shift < 0) return d * l.dim_stride;
+  return (d >> l.chunk_shift) * l.chunk_stride + (d & ((int64_t{1} << l.chunk_shift) - 1)) * l.dim_stride;
+}
+
+template <int kW, typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
+__device__ __forceinline__ void paged_kv_general_vector(const GuardArgs& guard,
+                                                        const PagedKvArgs& a) {
+  using In = KvElement<kIn>;
+  using Out = std::conditional_t<kCache == KvCacheType::kAuto, In, uint8_t>;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  const int32_t j = static_cast<int32_t>(blockIdx.y * blockDim.x + threadIdx.x);
+  if (row >= guard.num_tokens || j >= a.vecs_per_token) return;
+  const bool is_v = j >= a.k_vecs;
+  const KvSideArgs& side = is_v ? a.v : a.k;
+  const KvDimArgs& dim = is_v ? a.v_dim : a.k_dim;
+  const uint32_t jj = static_cast<uint32_t>(is_v ? j - a.k_vecs : j);
+  const uint32_t head = side.vecs_per_head.div(jj);
+  const uint32_t vec = jj - head * side.vecs_per_head.divisor;
+  const In* src = reinterpret_cast<const In*>(side.src) +
+                  (row * side.token_stride + head * side.head_stride + kW * vec);
+  const float* scale_src = side.scale + static_cast<int64_t>(head) * side.scale_stride;
+  GuardSources<SlotT> sources(guard, a.slots, row);
+  if constexpr (kCache == KvCacheType::kAuto) {
+    begin_row<kPdl>(guard, sources, src);
+  } else {
+    begin_row<kPdl>(guard, sources, src, scale_src);
+  }
+  In x[kW];
+  load_bytes<kPdl, kW * sizeof(In)>(src, x);
+  float scale = 0.0f;
+  if constexpr (kCache != KvCacheType::kAuto) scale = load_global<kPdl>(scale_src);
+  const int64_t n = sources.template load_count<kPdl>(guard);
+  const int64_t slot = sources.template load_slot<kPdl>();
+  const PagePosition pos = position_of(a, slot);
+  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, j == 0)) return;
+  Out out[kW];
+#pragma unroll
+  for (int i = 0; i < kW; ++i) {
+    if constexpr (kCache == KvCacheType::kAuto) {
+      out[i] = x[i];
+    } else {
+      const float q = exact_quotient(kv_value<kIn>(x[i]), scale);
+      out[i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(
+          q, __NV_SATFINITE, kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2));
+    }
+  }
+  Out* base = reinterpret_cast<Out*>(side.cache) +
+              layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 0);
+  const int64_t d0 = static_cast<int64_t>(kW) * vec;
+  if (dim.dim_stride == 1) {  // the launcher's width keeps a vector within one chunk
+    store_bytes_aligned<kW * sizeof(Out)>(reinterpret_cast<uint8_t*>(base + dim_offset(dim, d0)),
+                                          out);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kW; ++i) base[dim_offset(dim, d0 + i)] = out[i];
+  }
+}
+
+template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
+__global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
+paged_kv_general_kernel(const GuardArgs guard, const PagedKvArgs a) {
+  switch (a.width) {  // uniform over the launch
+    case 8: return paged_kv_general_vector<8, SlotT, kCache, kIn, kPdl>(guard, a);
+    case 4: return paged_kv_general_vector<4, SlotT, kCache, kIn, kPdl>(guard, a);
+    case 2: return paged_kv_general_vector<2, SlotT, kCache, kIn, kPdl>(guard, a);
+    default: return paged_kv_general_vector<1, SlotT, kCache, kIn, kPdl>(guard, a);
   }
 }
 

@@ -4,26 +4,33 @@
 #include "cachestore/layout.h"
 #include "op_support.h"
 
+#include <utility>
+
 namespace cachestore::torch_ops {
 namespace {
 
-constexpr int64_t kNhd = 0;  // op-level `layout`: 0 NHD [pages, P, H, D], 1 HND [pages, H, P, D]
-constexpr const char* kLayoutNames[] = {"nhd", "hnd"};
+// op-level `layout`: 0 NHD [pages, P, H, D], 1 HND [pages, H, P, D], 2 vLLM's paged attention
+// (K [pages, H, D / x, P, x], V [pages, H, D, P]).
+constexpr int64_t kNhd = 0, kPagedAttention = 2;
+constexpr const char* kLayoutNames[] = {"nhd", "hnd", "paged_attention"};
 
 std::string quoted(const char* name) { return std::string("'") + name + "'"; }
 const char* cache_type_name(int64_t type) { return layout::kKvCacheTypes[type].name; }
 
-bool is_16_bit(ScalarType t) { return t == ScalarType::BFloat16 || t == ScalarType::Half; }
+// The input dtypes, which an auto cache holds as they are.
+bool is_input_type(ScalarType t) {
+  return t == ScalarType::BFloat16 || t == ScalarType::Half || t == ScalarType::Float;
+}
 
 // The cache type a side's cache tensor holds (checked against kv_cache_dtype).
 int64_t side_cache_type(std::optional<int64_t> kv_cache_dtype, const char* cache_name,
                         const Tensor& cache, const Tensor& x) {
   const ScalarType dtype = cache.scalar_type();
   int64_t side;
-  if (is_16_bit(dtype)) {
+  if (is_input_type(dtype)) {
     if (dtype != x.scalar_type())
       type_error(std::string(cache_name) + ".dtype " + dtype_name(dtype) +
-                 ": a 16-bit cache holds the input type " + dtype_name(x.scalar_type()));
+                 ": an auto cache holds the input type " + dtype_name(x.scalar_type()));
     side = CACHESTORE_KV_CACHE_AUTO;
   } else if (dtype == ScalarType::Float8_e4m3fn) {
     side = CACHESTORE_KV_CACHE_FP8_E4M3;
@@ -44,7 +51,24 @@ int64_t side_cache_type(std::optional<int64_t> kv_cache_dtype, const char* cache
   return side;
 }
 
+// (heads, head dim) a cache tensor holds in `layout`, or (-1, -1) where its rank does not fit:
+// [pages, P, D] (one head, any layout); NHD / HND 4-D; paged attention K [pages, H, D / x, P,
+// x], V [pages, H, D, P].
+std::pair<int64_t, int64_t> heads_and_dim(const Tensor& cache, int64_t layout, bool is_key) {
+  const int64_t dim = cache.dim();
+  if (dim == 3) return {1, cache.size(2)};
+  if (layout == kPagedAttention) {
+    if (is_key) return dim == 5 ? std::pair{cache.size(1), cache.size(2) * cache.size(4)}
+                                : std::pair<int64_t, int64_t>{-1, -1};
+    return dim == 4 ? std::pair{cache.size(1), cache.size(2)} : std::pair<int64_t, int64_t>{-1, -1};
+  }
+  if (dim != 4) return {-1, -1};
+  return layout == kNhd ? std::pair{cache.size(2), cache.size(3)}
+                        : std::pair{cache.size(1), cache.size(3)};
+}
+
 struct Side {
+  bool is_key;
   const char* x_name;
   const Tensor* x;
   const char* cache_name;
@@ -57,7 +81,7 @@ struct Side {
 int64_t check_side(const Side& s, const Tensor& key, int64_t layout,
                    std::optional<int64_t> kv_cache_dtype) {
   const Tensor& x = *s.x;
-  check_tensor(s.x_name, x, {ScalarType::BFloat16, ScalarType::Half}, {2, 3});
+  check_tensor(s.x_name, x, {ScalarType::BFloat16, ScalarType::Half, ScalarType::Float}, {2, 3});
   if (x.scalar_type() != key.scalar_type())
     type_error(std::string(s.x_name) + ".dtype " + dtype_name(x.scalar_type()) +
                " differs from key.dtype " + dtype_name(key.scalar_type()));
@@ -70,27 +94,20 @@ int64_t check_side(const Side& s, const Tensor& key, int64_t layout,
     value_error(std::string(s.cache_name) + " is required with " + s.x_name);
   const Tensor& cache = *s.cache;
   check_tensor(s.cache_name, cache,
-               {ScalarType::BFloat16, ScalarType::Half, ScalarType::Byte,
+               {ScalarType::BFloat16, ScalarType::Half, ScalarType::Float, ScalarType::Byte,
                 ScalarType::Float8_e4m3fn, ScalarType::Float8_e5m2},
-               {3, 4});
+               {3, 4, 5});
   const int64_t heads = x.dim() == 3 ? x.size(1) : 1;
   const int64_t head_dim = x.size(-1);
-  int64_t got_heads, got_dim;
-  if (cache.dim() == 3) {
-    if (heads != 1)
-      value_error(std::string(s.cache_name) + " is [pages, P, D] (one head) but " + s.x_name +
-                  " has " + std::to_string(heads) + " heads");
-    got_heads = heads;  // a one-head cache [pages, P, D]: only D must match
-    got_dim = cache.size(2);
-  } else {
-    got_heads = layout == kNhd ? cache.size(2) : cache.size(1);
-    got_dim = cache.size(3);
-  }
+  const auto [got_heads, got_dim] = heads_and_dim(cache, layout, s.is_key);
+  if (cache.dim() == 3 && heads != 1)
+    value_error(std::string(s.cache_name) + " is [pages, P, D] (one head) but " + s.x_name +
+                " has " + std::to_string(heads) + " heads");
   if (got_heads != heads || got_dim != head_dim)
     value_error(std::string(s.cache_name) + " " + tuple_string(cache.sizes()) +
                 " does not hold " + s.x_name + "'s " + std::to_string(heads) + " heads of " +
                 std::to_string(head_dim) + " in layout " + quoted(kLayoutNames[layout]));
-  if (cache.stride(-1) != 1)
+  if ((cache.dim() == 3 || layout != kPagedAttention) && cache.stride(-1) != 1)
     value_error(std::string(s.cache_name) + ": the last dimension must be contiguous");
   return side_cache_type(kv_cache_dtype, s.cache_name, cache, x);
 }
@@ -105,8 +122,10 @@ void check_scale(const Side& s, int64_t heads) {
                 " (one per head) float32");
 }
 
+// One side's C description and its head-dim layout (chunk, chunk stride, d stride).
 cachestore_kv_side_t side_struct(const Tensor& x, const Tensor& cache, int64_t layout,
-                                 const OptTensor& scale) {
+                                 const OptTensor& scale, bool is_key, int32_t* chunk,
+                                 int64_t* chunk_stride, int64_t* dim_stride) {
   cachestore_kv_side_t side{};
   side.data = x.data_ptr();
   side.token_stride = x.stride(0);
@@ -114,9 +133,22 @@ cachestore_kv_side_t side_struct(const Tensor& x, const Tensor& cache, int64_t l
   side.head_stride = x.dim() == 3 ? x.stride(1) : x.size(-1);
   side.cache = cache.data_ptr();
   side.page_stride = cache.stride(0);
+  *chunk = 0;
+  *chunk_stride = 0;
+  *dim_stride = 1;
   if (cache.dim() == 3) {
     side.entry_stride = cache.stride(1);
     side.cache_head_stride = cache.size(-1);
+  } else if (layout == kPagedAttention) {
+    side.entry_stride = cache.stride(3);
+    side.cache_head_stride = cache.stride(1);
+    if (is_key) {
+      *chunk = static_cast<int32_t>(cache.size(4));
+      *chunk_stride = cache.stride(2);
+      *dim_stride = cache.stride(4);
+    } else {
+      *dim_stride = cache.stride(2);
+    }
   } else if (layout == kNhd) {
     side.entry_stride = cache.stride(1);
     side.cache_head_stride = cache.stride(2);
@@ -138,13 +170,13 @@ void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key
                     OptTensor diagnostics, bool enable_pdl) {
   const BatchOptions o{num_tokens_non_padded, reserved_slot, owner_rank, owner_size, diagnostics,
                        enable_pdl};
-  check_id("layout", layout, 2);
+  check_id("layout", layout, 3);
   if (kv_cache_dtype.has_value()) check_id("kv_cache_dtype", *kv_cache_dtype,
                                            layout::kNumKvCacheTypes);
   const OptTensor key_cache_opt(key_cache);
-  const Side k_side{"key", &key, "key_cache", key_cache_opt, "k_scale", k_scale};
-  const Side v_side{"value", value.has_value() ? &*value : nullptr, "value_cache", value_cache,
-                    "v_scale", v_scale};
+  const Side k_side{true, "key", &key, "key_cache", key_cache_opt, "k_scale", k_scale};
+  const Side v_side{false, "value", value.has_value() ? &*value : nullptr, "value_cache",
+                    value_cache, "v_scale", v_scale};
   if (!value.has_value() && value_cache.has_value())
     value_error("value_cache given without value");
   int64_t cache_type = -1;
@@ -170,13 +202,20 @@ void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key
   batch_fields(p, key.size(0), o);
   p.slots = slots_of(slot_mapping, reserved_slot, owner_rank, owner_size);
   p.num_heads = static_cast<int32_t>(key.dim() == 3 ? key.size(1) : 1);
-  p.input_type = key.scalar_type() == ScalarType::BFloat16 ? CACHESTORE_KV_BF16 : CACHESTORE_KV_FP16;
+  const ScalarType in = key.scalar_type();
+  p.input_type = in == ScalarType::BFloat16 ? CACHESTORE_KV_BF16
+                 : in == ScalarType::Half   ? CACHESTORE_KV_FP16
+                                            : CACHESTORE_KV_FP32;
   p.cache_type = static_cast<int32_t>(cache_type);
   p.num_pages = key_cache.size(0);
-  p.page_size = static_cast<int32_t>(
-      key_cache.dim() == 3 || layout == kNhd ? key_cache.size(1) : key_cache.size(2));
-  p.k = side_struct(key, key_cache, layout, k_scale);
-  if (value.has_value()) p.v = side_struct(*value, *value_cache, layout, v_scale);
+  p.page_size = static_cast<int32_t>(key_cache.dim() == 3 || layout == kNhd ? key_cache.size(1)
+                                     : layout == kPagedAttention          ? key_cache.size(3)
+                                                                          : key_cache.size(2));
+  p.k = side_struct(key, key_cache, layout, k_scale, true, &p.k_chunk, &p.k_chunk_stride,
+                    &p.k_dim_stride);
+  if (value.has_value())
+    p.v = side_struct(*value, *value_cache, layout, v_scale, false, &p.v_chunk,
+                      &p.v_chunk_stride, &p.v_dim_stride);
   launch(cachestore_store_paged_kv, p, device);
 }
 

@@ -135,6 +135,32 @@ def make_cases(torch, cst, dev):
                                                x["k"].unsqueeze(1), s),
                               ref.ref_paged_kv(e[0][..., 512:].unsqueeze(2), "nhd",
                                                x["v"].unsqueeze(1), s))),
+        # fp32 inputs into fp32 caches; vLLM's paged-attention layout (K chunked by 16 bytes,
+        # V d-major); fp32 into fp8 at a head dim that is not a multiple of 8.
+        Case("paged_kv_nhd_fp32", {"k": ((H, D), torch.float32), "v": ((H, D), torch.float32)},
+             lambda: [torch.full((PAGES, P, H, D), 1.5, device=dev) for _ in range(2)],
+             lambda x, s, n, c: cst.store_paged_kv(x["k"], x["v"], s, c[0], c[1],
+                                                   num_tokens_non_padded=n),
+             lambda e, x, s: (ref.ref_paged_kv(e[0], "nhd", x["k"], s),
+                              ref.ref_paged_kv(e[1], "nhd", x["v"], s))),
+        Case("paged_kv_paged_attention_bf16", kv,
+             lambda: [torch.full((PAGES, H, D // 8, P, 8), 1.5, dtype=bf, device=dev),
+                      torch.full((PAGES, H, D, P), 1.5, dtype=bf, device=dev)],
+             lambda x, s, n, c: cst.store_paged_kv(x["k"], x["v"], s, c[0], c[1],
+                                                   layout="paged_attention",
+                                                   num_tokens_non_padded=n),
+             lambda e, x, s: (ref.ref_paged_kv(e[0], "paged_attention", x["k"], s),
+                              ref.ref_paged_kv(e[1], "paged_attention", x["v"], s,
+                                               is_key=False))),
+        Case("paged_kv_d100_fp32_e4m3", {"k": ((H, 100), torch.float32),
+                                         "v": ((H, 100), torch.float32)},
+             lambda: [torch.zeros((PAGES, P, H, 100), dtype=torch.float8_e4m3fn, device=dev)
+                      for _ in range(2)],
+             lambda x, s, n, c: cst.store_paged_kv(
+                 x["k"], x["v"], s, c[0], c[1], k_scale=head_scales[0], v_scale=head_scales[1],
+                 num_tokens_non_padded=n),
+             lambda e, x, s: (ref.ref_paged_kv(e[0], "nhd", x["k"], s, head_scales[0]),
+                              ref.ref_paged_kv(e[1], "nhd", x["v"], s, head_scales[1]))),
     ]
     return cases
 
@@ -143,7 +169,8 @@ CASE_NAMES = ["index_k_bf16", "index_k_fp8_amax", "index_k_fp8_pow2", "index_k_f
               "index_k_fp4_toward_zero", "fused_v4_index_fp8", "mla_v32_amax",
               "fused_v41_index_fp4", "mla_v41_fp4", "paged_kv_nhd_bf16",
               "paged_kv_hnd_fp8_e4m3_per_head", "paged_kv_nhd_fp16_e5m2_uint8",
-              "paged_kv_flashinfer_stacked", "paged_kv_mla576"]
+              "paged_kv_flashinfer_stacked", "paged_kv_mla576", "paged_kv_nhd_fp32",
+              "paged_kv_paged_attention_bf16", "paged_kv_d100_fp32_e4m3"]
 
 
 def bytes_of(t):

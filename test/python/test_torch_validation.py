@@ -104,7 +104,7 @@ CASES = {
     "mla_device": ("fused_store_cache", (NOPE, ROPE, SLOTS, u8(8, 33792)), {"layout": "v41"},
                    ValueError, "^nope is on cpu"),
     "kv_layout": ("store_paged_kv", (K16, K16, SLOTS, KC, KC), {"layout": "xyz"}, ValueError,
-                  r"^layout = 'xyz': expected one of \['hnd', 'nhd'\]$"),
+                  r"^layout = 'xyz': expected one of \['hnd', 'nhd', 'paged_attention'\]$"),
     "kv_heads": ("store_paged_kv", (K16, bf16(4, 4, 128), SLOTS, KC, KC), {}, ValueError,
                  r"^value_cache \(10, 16, 8, 128\) does not hold value's 4 heads of 128 in layout "
                  r"'nhd'$"),
@@ -114,7 +114,7 @@ CASES = {
     "kv_value_dtype": ("store_paged_kv", (K16, K16.half(), SLOTS, KC, KC), {}, TypeError,
                        r"^value\.dtype torch\.float16 differs from key\.dtype torch\.bfloat16$"),
     "kv_16_bit": ("store_paged_kv", (K16, K16, SLOTS, KC.half(), KC.half()), {}, TypeError,
-                  "holds the input type torch.bfloat16$"),
+                  "an auto cache holds the input type torch.bfloat16$"),
     "kv_k_scale": ("store_paged_kv", (K16, K16, SLOTS, FP8, FP8.clone()), {}, ValueError,
                    "^k_scale is required for an fp8 cache$"),
     "kv_v_scale": ("store_paged_kv", (K16, K16, SLOTS, FP8, FP8.clone()),
@@ -137,6 +137,25 @@ CASES = {
                     {}, ValueError, "^key: the last dimension must be contiguous$"),
     "kv_device": ("store_paged_kv", (K16, K16, SLOTS, KC, KC), {}, ValueError,
                   "^key is on cpu; cachestore stores run on CUDA tensors$"),
+    "kv_fp32_device": ("store_paged_kv", (K16.float(), K16.float(), SLOTS, KC.float(),
+                                          KC.float()), {}, ValueError, "^key is on cpu"),
+    "kv_odd_dim_device": ("store_paged_kv", (bf16(4, 8, 100), None, SLOTS, bf16(10, 16, 8, 100),
+                                             None), {}, ValueError, "^key is on cpu"),
+    "kv_fp32_cache": ("store_paged_kv", (K16, K16, SLOTS, KC.float(), KC.float()), {}, TypeError,
+                      "^key_cache.dtype torch.float32: an auto cache holds the input type "
+                      "torch.bfloat16$"),
+    "kv_paged_attention_device": ("store_paged_kv", (K16, K16, SLOTS, bf16(10, 8, 16, 16, 8),
+                                                     bf16(10, 8, 128, 16)),
+                                  {"layout": "paged_attention"}, ValueError, "^key is on cpu"),
+    "kv_paged_attention_rank": ("store_paged_kv", (K16, K16, SLOTS, KC, bf16(10, 8, 128, 16)),
+                                {"layout": "paged_attention"}, ValueError,
+                                r"^key_cache \(10, 16, 8, 128\) does not hold key's 8 heads of 128 "
+                                r"in layout 'paged_attention'$"),
+    "kv_paged_attention_value": ("store_paged_kv", (K16, K16, SLOTS, bf16(10, 8, 16, 16, 8),
+                                                    bf16(10, 8, 16, 128)),
+                                 {"layout": "paged_attention"}, ValueError,
+                                 r"^value_cache \(10, 8, 16, 128\) does not hold value's 8 heads "
+                                 r"of 128 in layout 'paged_attention'$"),
 }
 
 
@@ -199,8 +218,8 @@ def test_op_level_refusals():
     # refusals reach Python as the exception cachestore.torch raises (the native ops' raw form:
     # a ValueError, "TypeError: " first for a type refusal).
     op = torch.ops.cachestore.store_paged_kv
-    with pytest.raises(ValueError, match=r"^layout = 2: expected an id in \[0, 2\)$"):
-        op(K16, K16, SLOTS, KC, KC, 2)
+    with pytest.raises(ValueError, match=r"^layout = 3: expected an id in \[0, 3\)$"):
+        op(K16, K16, SLOTS, KC, KC, 3)
     with pytest.raises(ValueError, match=r"^kv_cache_dtype = 7: expected an id in \[0, 3\)$"):
         op(K16, K16, SLOTS, KC, KC, 0, 7)
     with pytest.raises(ValueError, match=r"^layout = 4: expected an id in \[0, 4\)$"):

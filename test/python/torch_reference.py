@@ -135,12 +135,14 @@ def ref_mla(cache, page_size, layout, nope, rope, slots, scale_rule="pow2"):
         put(cache, page_size, slots, 256 * page_size, 32, s.view(torch.uint8))
 
 
-def ref_paged_kv(cache, layout, x, slots, scale=None):
-    """x [m, H, D] into cache NHD [pages, P, H, D] or HND [pages, H, P, D] (any dtype: 16-bit
-    copies, float8 quantizes by x / scale, scale of 1 or H values)."""
-    page_size = cache.shape[1] if layout == "nhd" else cache.shape[2]
+def ref_paged_kv(cache, layout, x, slots, scale=None, is_key=True):
+    """x [m, H, D] into cache NHD [pages, P, H, D], HND [pages, H, P, D] or vLLM's paged
+    attention (K [pages, H, D / x, P, x], V [pages, H, D, P]); a cache of the input's dtype
+    copies, float8 quantizes by x / scale, scale of 1 or H values."""
+    page_size = (cache.shape[1] if layout == "nhd" else
+                 cache.shape[3] if layout == "paged_attention" else cache.shape[2])
     page, off = slots // page_size, slots % page_size
-    if cache.dtype in (torch.bfloat16, torch.float16):
+    if cache.dtype in (torch.bfloat16, torch.float16, torch.float32):
         vals = x
     else:
         q = true_div(x.float(), scale.view(1, -1, 1).expand_as(x).float())
@@ -148,5 +150,10 @@ def ref_paged_kv(cache, layout, x, slots, scale=None):
             cache.dtype)
     if layout == "nhd":
         cache[page, off] = vals
-    else:
+    elif layout == "hnd":
         cache.permute(0, 2, 1, 3)[page, off] = vals
+    elif is_key:
+        m, h, d = vals.shape
+        cache[page, :, :, off, :] = vals.reshape(m, h, d // cache.shape[4], cache.shape[4])
+    else:
+        cache[page, :, :, off] = vals

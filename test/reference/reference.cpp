@@ -275,20 +275,30 @@ namespace {
 // One side (K or V) of a stored row: vLLM's bytes, x / scale with IEEE division (host float).
 void store_kv_side(const PagedKvParams& p, const KvInput& in, const KvCacheView& c, int64_t row,
                    int64_t page, int64_t in_page) {
+  const int64_t in_bytes = p.input_type == KvDataType::kFp32 ? 4 : 2;
+  const layout::KvDimLayout dim{c.chunk, c.chunk_stride, c.dim_stride};
   for (int32_t h = 0; h < p.num_heads; ++h) {
-    const uint16_t* src =
-        static_cast<const uint16_t*>(in.data) + row * in.token_stride + h * in.head_stride;
+    const uint8_t* src = static_cast<const uint8_t*>(in.data) +
+                         in_bytes * (row * in.token_stride + h * in.head_stride);
     const int64_t base = layout::kv_element_offset({c.page_stride, c.entry_stride, c.head_stride},
                                                    page, in_page, h, 0);
     for (int32_t d = 0; d < in.head_dim; ++d) {
+      const int64_t at = base + layout::kv_dim_offset(dim, d);
       if (p.cache_type == KvCacheType::kAuto) {
-        static_cast<uint16_t*>(c.data)[base + d] = src[d];
+        std::memcpy(static_cast<uint8_t*>(c.data) + in_bytes * at, src + in_bytes * d, in_bytes);
         continue;
       }
-      const float x = p.input_type == KvDataType::kBf16 ? bf16_bits_to_float(src[d])
-                                                        : fp16_bits_to_float(src[d]);
+      float x;
+      if (p.input_type == KvDataType::kFp32) {
+        std::memcpy(&x, src + 4 * d, 4);
+      } else {
+        uint16_t bits;
+        std::memcpy(&bits, src + 2 * d, 2);
+        x = p.input_type == KvDataType::kBf16 ? bf16_bits_to_float(bits)
+                                              : fp16_bits_to_float(bits);
+      }
       const float q = x / c.scale[h * c.scale_stride];
-      static_cast<uint8_t*>(c.data)[base + d] =
+      static_cast<uint8_t*>(c.data)[at] =
           p.cache_type == KvCacheType::kFp8E4m3 ? e4m3_from_float(q) : e5m2_from_float(q);
     }
   }

@@ -1,5 +1,6 @@
 """store_paged_kv: K/V of MHA / GQA / MQA models into paged caches of any strides (NHD, HND,
-FlashInfer's stacked 5-D cache as two views, vLLM's 576-wide MLA rows as two views)."""
+FlashInfer's stacked 5-D cache as two views, vLLM's 576-wide MLA rows as two views, vLLM's
+paged-attention layout)."""
 import torch
 
 from .. import capi as c
@@ -10,16 +11,20 @@ CACHE_TYPES = {name: info.cache_type for name, info in c.KV_CACHE_TYPES.items()}
 _CACHE_TYPE_NAMES = {info.cache_type: name for name, info in c.KV_CACHE_TYPES.items()}
 _SCALED = {info.cache_type: bool(info.scaled) for info in c.KV_CACHE_TYPES.values()}
 _FP8_DTYPES = {torch.float8_e4m3fn: c.KV_CACHE_FP8_E4M3, torch.float8_e5m2: c.KV_CACHE_FP8_E5M2}
-LAYOUTS = {"nhd": 0, "hnd": 1}  # op-level `layout`: NHD [pages, P, H, D], HND [pages, H, P, D]
-_NHD = LAYOUTS["nhd"]
+# op-level `layout`: NHD [pages, P, H, D], HND [pages, H, P, D], vLLM's paged attention (K
+# [pages, H, D / x, P, x], V [pages, H, D, P]).
+LAYOUTS = {"nhd": 0, "hnd": 1, "paged_attention": 2}
+_NHD, _PAGED_ATTENTION = LAYOUTS["nhd"], LAYOUTS["paged_attention"]
+_INPUT_TYPES = {torch.bfloat16: c.KV_BF16, torch.float16: c.KV_FP16, torch.float32: c.KV_FP32}
+_AUTO_DTYPES = tuple(_INPUT_TYPES)
 _LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
 
 
 def _side_cache_type(a, cache_name, cache, x_name, x):
     """The cache type a side's cache tensor holds (checked against kv_cache_dtype)."""
-    if cache.dtype in (torch.bfloat16, torch.float16):
+    if cache.dtype in _AUTO_DTYPES:
         if cache.dtype != x.dtype:
-            raise TypeError(f"{cache_name}.dtype {cache.dtype}: a 16-bit cache holds the input "
+            raise TypeError(f"{cache_name}.dtype {cache.dtype}: an auto cache holds the input "
                             f"type {x.dtype}")
         side = c.KV_CACHE_AUTO
     elif cache.dtype in _FP8_DTYPES:
@@ -36,6 +41,22 @@ def _side_cache_type(a, cache_name, cache, x_name, x):
     return side
 
 
+def _heads_and_dim(cache, layout, is_key):
+    """(heads, head dim) a cache tensor holds in `layout`, or None where its rank does not fit:
+    [pages, P, D] (one head, any layout); NHD / HND 4-D; paged attention K [pages, H, D / x, P,
+    x], V [pages, H, D, P]."""
+    shape = cache.shape
+    if cache.dim() == 3:
+        return (1, shape[2])
+    if layout == _PAGED_ATTENTION:
+        if is_key:
+            return (shape[1], shape[2] * shape[4]) if cache.dim() == 5 else None
+        return (shape[1], shape[2]) if cache.dim() == 4 else None
+    if cache.dim() != 4:
+        return None
+    return (shape[2], shape[3]) if layout == _NHD else (shape[1], shape[3])
+
+
 def _prepare(a):
     k_.check_id("layout", a.layout, len(LAYOUTS))
     if a.kv_cache_dtype is not None:
@@ -47,7 +68,7 @@ def _prepare(a):
         raise ValueError("value_cache given without value")
     cache_type = None
     for x_name, x, cache_name, cache, scale_name, scale in sides:
-        k_.check_tensor(x_name, x, (torch.bfloat16, torch.float16), (2, 3))
+        k_.check_tensor(x_name, x, _AUTO_DTYPES, (2, 3))
         if x.dtype != a.key.dtype:
             raise TypeError(f"{x_name}.dtype {x.dtype} differs from key.dtype {a.key.dtype}")
         if x.stride(-1) != 1:
@@ -56,24 +77,18 @@ def _prepare(a):
             raise ValueError(f"{x_name} has {x.shape[0]} rows, key {a.key.shape[0]}")
         if cache is None:
             raise ValueError(f"{cache_name} is required with {x_name}")
-        k_.check_tensor(cache_name, cache,
-                        (torch.bfloat16, torch.float16, torch.uint8, torch.float8_e4m3fn,
-                         torch.float8_e5m2), (3, 4))
+        k_.check_tensor(cache_name, cache, (*_AUTO_DTYPES, torch.uint8, torch.float8_e4m3fn,
+                                            torch.float8_e5m2), (3, 4, 5))
         heads = x.shape[1] if x.dim() == 3 else 1
-        if cache.dim() == 3:
-            if heads != 1:
-                raise ValueError(f"{cache_name} is [pages, P, D] (one head) but {x_name} has "
-                                 f"{heads} heads")
-            want, got = (cache.shape[1], x.shape[-1]), (cache.shape[1], cache.shape[2])
-        else:
-            want = (heads, x.shape[-1])
-            got = ((cache.shape[2], cache.shape[3]) if a.layout == _NHD
-                   else (cache.shape[1], cache.shape[3]))
+        want, got = (heads, x.shape[-1]), _heads_and_dim(cache, a.layout, x_name == "key")
+        if cache.dim() == 3 and heads != 1:
+            raise ValueError(f"{cache_name} is [pages, P, D] (one head) but {x_name} has "
+                             f"{heads} heads")
         if got != want:
             raise ValueError(f"{cache_name} {tuple(cache.shape)} does not hold {x_name}'s "
                              f"{heads} heads of {x.shape[-1]} in layout "
                              f"{_LAYOUT_NAMES[a.layout]!r}")
-        if cache.stride(-1) != 1:
+        if (cache.dim() == 3 or a.layout != _PAGED_ATTENTION) and cache.stride(-1) != 1:
             raise ValueError(f"{cache_name}: the last dimension must be contiguous")
         side = _side_cache_type(a, cache_name, cache, x_name, x)
         if cache_type is not None and side != cache_type:
@@ -95,23 +110,30 @@ def _prepare(a):
     a.kv_cache_dtype = cache_type
 
 
-def _side(x, cache, layout, scale):
+def _side(x, cache, layout, scale, is_key):
     """One side of store_paged_kv: input [T, H, D] or [T, D]; cache NHD [pages, P, H, D], HND
-    [pages, H, P, D] or [pages, P, D] (one head)."""
+    [pages, H, P, D], [pages, P, D] (one head) or paged attention (K [pages, H, D / x, P, x], V
+    [pages, H, D, P]). Returns the C side and its head-dim layout (chunk, chunk stride, d
+    stride)."""
     side = c.KvSide()
     side.data, side.token_stride = x.data_ptr(), x.stride(0)
     side.head_dim = x.shape[-1]
     side.head_stride = x.stride(1) if x.dim() == 3 else x.shape[-1]
     side.cache, side.page_stride = cache.data_ptr(), cache.stride(0)
+    dim = (0, 0, 1)
     if cache.dim() == 3:
         side.entry_stride, side.cache_head_stride = cache.stride(1), cache.shape[-1]
+    elif layout == _PAGED_ATTENTION:
+        side.entry_stride, side.cache_head_stride = cache.stride(3), cache.stride(1)
+        dim = (cache.shape[4], cache.stride(2), cache.stride(4)) if is_key else \
+            (0, 0, cache.stride(2))
     elif layout == _NHD:
         side.entry_stride, side.cache_head_stride = cache.stride(1), cache.stride(2)
     else:
         side.entry_stride, side.cache_head_stride = cache.stride(2), cache.stride(1)
     if scale is not None:
         side.scale, side.scale_stride = scale.data_ptr(), 0 if scale.numel() == 1 else 1
-    return side
+    return side, dim
 
 
 def _build(a):
@@ -119,14 +141,17 @@ def _build(a):
     k_.batch_fields(p, a.key.shape[0], a)
     p.slots = k_.slots_of(a.slot_mapping, a.reserved_slot, a.owner_rank, a.owner_size)
     p.num_heads = a.key.shape[1] if a.key.dim() == 3 else 1
-    p.input_type = c.KV_BF16 if a.key.dtype == torch.bfloat16 else c.KV_FP16
+    p.input_type = _INPUT_TYPES[a.key.dtype]
     p.cache_type = a.kv_cache_dtype
     p.num_pages = a.key_cache.shape[0]
-    p.page_size = (a.key_cache.shape[1] if (a.key_cache.dim() == 3 or a.layout == _NHD)
-                   else a.key_cache.shape[2])
-    p.k = _side(a.key, a.key_cache, a.layout, a.k_scale)
+    kc = a.key_cache
+    p.page_size = (kc.shape[1] if kc.dim() == 3 or a.layout == _NHD else
+                   kc.shape[3] if a.layout == _PAGED_ATTENTION else kc.shape[2])
+    p.k, (p.k_chunk, p.k_chunk_stride, p.k_dim_stride) = _side(a.key, kc, a.layout, a.k_scale,
+                                                               True)
     if a.value is not None:
-        p.v = _side(a.value, a.value_cache, a.layout, a.v_scale)
+        p.v, (p.v_chunk, p.v_chunk_stride, p.v_dim_stride) = _side(
+            a.value, a.value_cache, a.layout, a.v_scale, False)
     return c.store_paged_kv, p, a.key
 
 
@@ -141,10 +166,12 @@ STORES = [
            Arg("v_scale", "Tensor?", None, keyword=True),
            *batch_options()],
           _prepare, _build,
-          doc="K/V [T, H, D] (or [T, D], one head) bf16 / fp16 into paged caches: NHD "
-              "[pages, P, H, D] or HND [pages, H, P, D] (layout), or [pages, P, D]; strides from "
-              "the tensors (FlashInfer's [pages, 2, P, H, D]: pass cache[:, 0] and cache[:, 1]). "
-              "A 16-bit cache copies; float8_e4m3fn / float8_e5m2 (or uint8 with "
-              "kv_cache_dtype) store fp8(x / scale) with k_scale / v_scale float32 tensors of 1 "
-              "or H values. value None: K only."),
+          doc="K/V [T, H, D] (or [T, D], one head) bf16 / fp16 / fp32, any D, into paged "
+              "caches: NHD [pages, P, H, D], HND [pages, H, P, D] or vLLM's paged attention (K "
+              "[pages, H, D / x, P, x], V [pages, H, D, P]) (layout 'nhd' | 'hnd' | "
+              "'paged_attention'), or [pages, P, D]; strides from the tensors (FlashInfer's "
+              "[pages, 2, P, H, D]: pass cache[:, 0] and cache[:, 1]). A cache of the input's "
+              "dtype copies; float8_e4m3fn / float8_e5m2 (or uint8 with kv_cache_dtype) store "
+              "fp8(x / scale) with k_scale / v_scale float32 tensors of 1 or H values. value "
+              "None: K only."),
 ]

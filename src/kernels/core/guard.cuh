@@ -48,9 +48,16 @@ __device__ __forceinline__ void compute_before_wait(const T*& address) {
 // pointer that came out of an asm would be a generic LD. Unpinned, a plain load.
 template <bool kPinned, typename T>
 __device__ __forceinline__ T load_global(const T* p) {
-  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16, "a 4-, 8- or 16-byte load");
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
+                "a 2-, 4-, 8- or 16-byte load");
   if constexpr (!kPinned) {
     return *p;
+  } else if constexpr (sizeof(T) == 2) {
+    uint16_t h;
+    asm volatile("ld.global.b16 %0, [%1];" : "=h"(h) : "l"(p));
+    T value;
+    memcpy(&value, &h, sizeof(T));
+    return value;
   } else {
     uint32_t w[sizeof(T) / 4];
     if constexpr (sizeof(T) == 4) {

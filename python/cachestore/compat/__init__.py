@@ -1,0 +1,13 @@
+"""Drop-in entry points with the peers' names, signatures and argument conventions, on
+cachestore's guarded stores: swap the import and keep the engine's calls.
+
+    from cachestore.compat import vllm as ops    # for: from vllm import _custom_ops as ops
+
+Each function takes the peer's arguments as the peer does, plus an optional keyword the peer
+lacks, `num_tokens_non_padded` (a device int32 [1], the real row count of a padded CUDA-graph
+batch). What cachestore does differently is said per function: a slot at or past the cache's
+capacity is skipped and counted (`diagnostics=`) where the peer writes out of bounds or traps.
+"""
+from . import vllm
+
+__all__ = ["vllm"]

@@ -1,0 +1,139 @@
+"""vLLM's cache-write ops (`vllm._custom_ops`) on cachestore's stores:
+
+    from cachestore.compat import vllm as ops    # in place of: from vllm import _custom_ops as ops
+
+- `reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
+  k_scale, v_scale)`: caches `[num_blocks, block_size, num_heads, head_size]` (any strides, so
+  vLLM's HND views too);
+- `reshape_and_cache(...)`, the same arguments: vLLM's paged-attention layout, key cache
+  `[num_blocks, num_heads, head_size / x, block_size, x]`, value cache `[num_blocks, num_heads,
+  head_size, block_size]`;
+- `concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, scale)`: the
+  576-wide MLA rows `[num_blocks, block_size, 576]`, or with `kv_cache_dtype="fp8_ds_mla"` the
+  656-byte FlashMLA record (cachestore's `v32` layout, amax rule);
+- `indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, kv_cache_dtype)`:
+  DeepSeek V3.2's fp8 indexer cache (`"ue8m0"`: power-of-two scales), or a bf16 cache.
+
+`kv_cache_dtype` is vLLM's string: "auto", "fp8" (e4m3 on CUDA), "fp8_e4m3", "fp8_e5m2"; fp8
+caches may be uint8 (as vLLM allocates them) or float8 tensors; scales are float32 tensors of 1
+value (or one per head). Inputs bf16, fp16 or fp32, any head size. As in vLLM, the rows stored
+are the first `slot_mapping.shape[0]` of key / value, and a negative slot is skipped.
+Differences: a slot past the cache is skipped (and counted with `diagnostics=`) where vLLM
+writes out of bounds; `num_tokens_non_padded=` skips the rows of a padded graph batch at or past
+the device count.
+"""
+import torch
+
+from .. import capi as c
+from ..torch import _store, ops as _ops
+
+_typed = _store.typed_error
+_KV_CACHE_DTYPES = {"auto": None, "fp8": c.KV_CACHE_FP8_E4M3, "fp8_e4m3": c.KV_CACHE_FP8_E4M3,
+                    "fp8_e5m2": c.KV_CACHE_FP8_E5M2}
+_NHD, _PAGED_ATTENTION = 0, 2
+_store_paged_kv = _ops.store_paged_kv.default
+_fused_store_cache = _ops.fused_store_cache.default
+_store_index_k_fp8 = _ops.store_index_k_fp8.default
+_store_index_k_bf16 = _ops.store_index_k_bf16.default
+
+
+def _cache_type(kv_cache_dtype):
+    try:
+        return _KV_CACHE_DTYPES[kv_cache_dtype]
+    except (KeyError, TypeError):
+        raise ValueError(f"kv_cache_dtype = {kv_cache_dtype!r}: expected one of "
+                         f"{sorted(_KV_CACHE_DTYPES)}") from None
+
+
+def _raise(error):
+    typed = _typed(error)
+    if typed is None:
+        raise error
+    raise typed from None
+
+
+def _paged(layout, key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale,
+           v_scale, num_tokens_non_padded, diagnostics):
+    cache_type = _cache_type(kv_cache_dtype)
+    rows = slot_mapping.shape[0]
+    if key.shape[0] != rows:  # vLLM stores the first slot_mapping.shape[0] rows
+        key, value = key[:rows], value[:rows]
+    if cache_type is None:  # "auto": the scales are not read
+        k_scale = v_scale = None
+    try:
+        _store_paged_kv(key, value, slot_mapping, key_cache, value_cache, layout, cache_type,
+                        k_scale, v_scale, num_tokens_non_padded, -1, 0, 1, diagnostics)
+    except (ValueError, RuntimeError) as e:
+        _raise(e)
+
+
+def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
+                            k_scale, v_scale, *, num_tokens_non_padded=None, diagnostics=None):
+    """vLLM `reshape_and_cache_flash`: key / value [num_tokens, num_heads, head_size] into
+    [num_blocks, block_size, num_heads, head_size] caches at slot_mapping."""
+    _paged(_NHD, key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale,
+           v_scale, num_tokens_non_padded, diagnostics)
+
+
+def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale,
+                      v_scale, *, num_tokens_non_padded=None, diagnostics=None):
+    """vLLM `reshape_and_cache`: key / value [num_tokens, num_heads, head_size] into the
+    paged-attention caches (key [num_blocks, num_heads, head_size / x, block_size, x], value
+    [num_blocks, num_heads, head_size, block_size])."""
+    _paged(_PAGED_ATTENTION, key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
+           k_scale, v_scale, num_tokens_non_padded, diagnostics)
+
+
+def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, scale, *,
+                         num_tokens_non_padded=None, diagnostics=None):
+    """vLLM `concat_and_cache_mla`: kv_c [num_tokens, 512] and k_pe [num_tokens, 64] into
+    kv_cache [num_blocks, block_size, 576] (auto or fp8 under `scale`), or with "fp8_ds_mla"
+    into [num_blocks, block_size, 656] uint8 records (per-tile scales; `scale` unused)."""
+    rows = slot_mapping.shape[0]
+    if kv_c.shape[0] != rows:
+        kv_c, k_pe = kv_c[:rows], k_pe[:rows]
+    try:
+        if kv_cache_dtype == "fp8_ds_mla":
+            _fused_store_cache(kv_c, k_pe, slot_mapping, kv_cache, c.MLA_V32, kv_cache.shape[1],
+                               c.SCALE_AMAX, None, None, None, 0, None, None,
+                               num_tokens_non_padded, -1, -1, 0, 1, diagnostics)
+            return
+        cache_type = _cache_type(kv_cache_dtype)
+        split = kv_cache.shape[-1] - k_pe.shape[-1]
+        _store_paged_kv(kv_c, k_pe, slot_mapping, kv_cache[..., :split], kv_cache[..., split:],
+                        _NHD, cache_type, None if cache_type is None else scale,
+                        None if cache_type is None else scale, num_tokens_non_padded, -1, 0, 1,
+                        diagnostics)
+    except (ValueError, RuntimeError) as e:
+        _raise(e)
+
+
+def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, kv_cache_dtype, *,
+                              num_tokens_non_padded=None, diagnostics=None):
+    """vLLM `indexer_k_quant_and_cache`: k [num_tokens, head_dim] bf16 into the fp8 indexer cache
+    [num_blocks, block_size, head_dim + 4 * head_dim / quant_block_size] uint8 (quant block
+    128; `kv_cache_dtype` "ue8m0": power-of-two scales, else fp32 amax scales), or into a bf16
+    cache [num_blocks, block_size, head_dim] (vLLM's `indexer_k_cache`)."""
+    rows = slot_mapping.shape[0]
+    if k.dim() != 2:
+        k = k.reshape(-1, k.shape[-1])
+    if k.shape[0] != rows:
+        k = k[:rows]
+    try:
+        if kv_cache.dtype == torch.bfloat16:
+            _store_index_k_bf16(k, slot_mapping, kv_cache.reshape(-1, kv_cache.shape[-1]),
+                                num_tokens_non_padded, -1, diagnostics)
+            return
+        if quant_block_size != 128:
+            raise ValueError(f"quant_block_size = {quant_block_size}: the fp8 indexer cache "
+                             "quantizes blocks of 128 values")
+        rule = c.SCALE_POW2 if kv_cache_dtype == "ue8m0" else c.SCALE_AMAX
+        page_size = kv_cache.shape[1] if kv_cache.dim() == 3 else None
+        _store_index_k_fp8(k, slot_mapping, kv_cache, page_size, rule, num_tokens_non_padded, -1,
+                           0, 1, diagnostics)
+    except (ValueError, RuntimeError) as e:
+        _raise(e)
+
+
+__all__ = ["reshape_and_cache_flash", "reshape_and_cache", "concat_and_cache_mla",
+           "indexer_k_quant_and_cache"]

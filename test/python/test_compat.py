@@ -1,0 +1,70 @@
+"""cachestore.compat: the peers' entry points keep their names, signatures and argument
+conventions, and refuse what cachestore refuses naming the argument. Host side (CPU tensors);
+test_compat_gpu.py checks the bytes."""
+import inspect
+
+import pytest
+
+from conftest import need_torch
+
+torch = need_torch()
+from cachestore.compat import vllm  # noqa: E402
+
+VLLM_SIGNATURES = {
+    "reshape_and_cache_flash": ["key", "value", "key_cache", "value_cache", "slot_mapping",
+                                "kv_cache_dtype", "k_scale", "v_scale"],
+    "reshape_and_cache": ["key", "value", "key_cache", "value_cache", "slot_mapping",
+                          "kv_cache_dtype", "k_scale", "v_scale"],
+    "concat_and_cache_mla": ["kv_c", "k_pe", "kv_cache", "slot_mapping", "kv_cache_dtype",
+                             "scale"],
+    "indexer_k_quant_and_cache": ["k", "kv_cache", "slot_mapping", "quant_block_size",
+                                  "kv_cache_dtype"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(VLLM_SIGNATURES))
+def test_vllm_signatures(name):
+    params = inspect.signature(getattr(vllm, name)).parameters
+    positional = [p for p, v in params.items() if v.kind == v.POSITIONAL_OR_KEYWORD]
+    assert positional == VLLM_SIGNATURES[name]
+    assert params["num_tokens_non_padded"].kind == inspect.Parameter.KEYWORD_ONLY
+
+
+def kv(*shape, dtype=torch.bfloat16):
+    return torch.zeros(*shape, dtype=dtype)
+
+
+def test_vllm_refusals_name_the_argument():
+    key, slots = kv(4, 8, 128), torch.zeros(4, dtype=torch.int64)
+    cache, scale = kv(10, 16, 8, 128), torch.ones(1)
+    with pytest.raises(ValueError, match=r"^kv_cache_dtype = 'fp6': expected one of"):
+        vllm.reshape_and_cache_flash(key, key, cache, cache, slots, "fp6", scale, scale)
+    with pytest.raises(TypeError, match=r"^key_cache\.dtype torch\.float16: an auto cache"):
+        vllm.reshape_and_cache_flash(key, key, cache.half(), cache.half(), slots, "auto", scale,
+                                     scale)
+    with pytest.raises(ValueError, match="^key is on cpu"):  # well-formed: only the device
+        vllm.reshape_and_cache_flash(key, key, cache, cache, slots, "auto", scale, scale)
+    u8 = kv(10, 16, 8, 128, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="^key is on cpu"):  # "fp8" = e4m3 on a uint8 cache
+        vllm.reshape_and_cache_flash(key, key, u8, u8, slots, "fp8", scale, scale)
+    # More key rows than slots: vLLM stores the first slot_mapping.shape[0].
+    with pytest.raises(ValueError, match="^key is on cpu"):
+        vllm.reshape_and_cache_flash(kv(9, 8, 128), kv(9, 8, 128), cache, cache, slots, "auto",
+                                     scale, scale)
+    pa_k, pa_v = kv(10, 8, 16, 16, 8), kv(10, 8, 128, 16)
+    with pytest.raises(ValueError, match="^key is on cpu"):
+        vllm.reshape_and_cache(key, key, pa_k, pa_v, slots, "auto", scale, scale)
+    with pytest.raises(ValueError, match="does not hold key's 8 heads of 128 in layout "
+                                         "'paged_attention'"):
+        vllm.reshape_and_cache(key, key, cache, pa_v, slots, "auto", scale, scale)
+    with pytest.raises(ValueError, match="^kv_c is on cpu|^nope is on cpu|^key is on cpu"):
+        vllm.concat_and_cache_mla(kv(4, 512), kv(4, 64), kv(10, 16, 576), slots, "auto", scale)
+    with pytest.raises(ValueError, match="^nope is on cpu"):
+        vllm.concat_and_cache_mla(kv(4, 512), kv(4, 64), kv(10, 16, 656, dtype=torch.uint8),
+                                  slots, "fp8_ds_mla", scale)
+    with pytest.raises(ValueError, match="^quant_block_size = 64"):
+        vllm.indexer_k_quant_and_cache(kv(4, 128), kv(10, 64, 132, dtype=torch.uint8), slots, 64,
+                                       "ue8m0")
+    with pytest.raises(ValueError, match="^k is on cpu"):
+        vllm.indexer_k_quant_and_cache(kv(4, 128), kv(10, 64, 132, dtype=torch.uint8), slots, 128,
+                                       "ue8m0")
