@@ -56,53 +56,6 @@ __device__ __forceinline__ PagePosition position_of(const PagedKvArgs& a, int64_
   return {page, static_cast<uint32_t>(slot) - page * p, a.slots};
 }
 
-template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
-__global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
-paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a) {
-  using In = KvElement<kIn>;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  const int32_t j = static_cast<int32_t>(blockIdx.y * blockDim.x + threadIdx.x);
-  if (row >= guard.num_tokens || j >= a.vecs_per_token) return;
-  const bool is_v = j >= a.k_vecs;
-  const KvSideArgs& side = is_v ? a.v : a.k;
-  const uint32_t jj = static_cast<uint32_t>(is_v ? j - a.k_vecs : j);
-  const uint32_t head = side.vecs_per_head.div(jj);
-  const uint32_t vec = jj - head * side.vecs_per_head.divisor;
-  const In* src = reinterpret_cast<const In*>(side.src) +
-                  (row * side.token_stride + head * side.head_stride + 8 * vec);
-  const float* scale_src = side.scale + static_cast<int64_t>(head) * side.scale_stride;
-  GuardSources<SlotT> sources(guard, a.slots, row);
-  if constexpr (kCache == KvCacheType::kAuto) {
-    begin_row<kPdl>(guard, sources, src);
-  } else {
-    begin_row<kPdl>(guard, sources, src, scale_src);
-  }
-  constexpr int kLoads = sizeof(In) * 8 / 16;  // 16-byte vectors of 8 values
-  uint4 x[kLoads];
-#pragma unroll
-  for (int i = 0; i < kLoads; ++i) x[i] = load_global<kPdl>(reinterpret_cast<const uint4*>(src) + i);
-  float scale = 0.0f;
-  if constexpr (kCache != KvCacheType::kAuto) scale = load_global<kPdl>(scale_src);
-  const int64_t n = sources.template load_count<kPdl>(guard);
-  const int64_t slot = sources.template load_slot<kPdl>();
-  const PagePosition pos = position_of(a, slot);
-  if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, j == 0)) return;
-  const int64_t element =
-      layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 8 * vec);
-  if constexpr (kCache == KvCacheType::kAuto) {
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i) store_vec(side.cache + sizeof(In) * element + 16 * i, x[i]);
-  } else if constexpr (kIn == KvDataType::kFp32) {
-    float v[8];
-    memcpy(v, x, sizeof v);
-    *reinterpret_cast<uint2*>(side.cache + element) =
-        fp8_divided<kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2, ScaleSource::kGiven>(
-            v, scale);
-  } else {
-    *reinterpret_cast<uint2*>(side.cache + element) = kv_to_fp8<kCache, kIn>(x[0], scale);
-  }
-}
-
 // kBytes bytes from p (aligned to min(kBytes, 16)) into out: one load, or two 16-byte ones.
 template <bool kPdl, int kBytes>
 __device__ __forceinline__ void load_bytes(const void* p, void* out) {
@@ -144,9 +97,11 @@ __device__ __forceinline__ int64_t dim_offset(const KvDimArgs& l, int64_t d) {
   return (d >> l.chunk_shift) * l.chunk_stride + (d & ((int64_t{1} << l.chunk_shift) - 1)) * l.dim_stride;
 }
 
-template <int kW, typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
-__device__ __forceinline__ void paged_kv_general_vector(const GuardArgs& guard,
-                                                        const PagedKvArgs& a) {
+// One thread's vector of kW values, from its row's guard to its store. kFast: the 16-byte
+// kernel (kW = 8; 16-byte loads; d contiguous, aligned: one store); else the general kernel's
+// (loads of kW values; a store per contiguous vector, or per value).
+template <int kW, bool kFast, typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
+__device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const PagedKvArgs& a) {
   using In = KvElement<kIn>;
   using Out = std::conditional_t<kCache == KvCacheType::kAuto, In, uint8_t>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -154,7 +109,6 @@ __device__ __forceinline__ void paged_kv_general_vector(const GuardArgs& guard,
   if (row >= guard.num_tokens || j >= a.vecs_per_token) return;
   const bool is_v = j >= a.k_vecs;
   const KvSideArgs& side = is_v ? a.v : a.k;
-  const KvDimArgs& dim = is_v ? a.v_dim : a.k_dim;
   const uint32_t jj = static_cast<uint32_t>(is_v ? j - a.k_vecs : j);
   const uint32_t head = side.vecs_per_head.div(jj);
   const uint32_t vec = jj - head * side.vecs_per_head.divisor;
@@ -167,45 +121,78 @@ __device__ __forceinline__ void paged_kv_general_vector(const GuardArgs& guard,
   } else {
     begin_row<kPdl>(guard, sources, src, scale_src);
   }
-  In x[kW];
-  load_bytes<kPdl, kW * sizeof(In)>(src, x);
+  constexpr int kLoads = (kW * static_cast<int>(sizeof(In)) + 15) / 16;  // 16-byte vectors
+  uint4 x[kLoads];
+  if constexpr (kFast) {
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i)
+      x[i] = load_global<kPdl>(reinterpret_cast<const uint4*>(src) + i);
+  } else {
+    load_bytes<kPdl, kW * sizeof(In)>(src, x);
+  }
   float scale = 0.0f;
   if constexpr (kCache != KvCacheType::kAuto) scale = load_global<kPdl>(scale_src);
   const int64_t n = sources.template load_count<kPdl>(guard);
   const int64_t slot = sources.template load_slot<kPdl>();
   const PagePosition pos = position_of(a, slot);
   if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, j == 0)) return;
-  Out out[kW];
-#pragma unroll
-  for (int i = 0; i < kW; ++i) {
+  if constexpr (kFast) {
+    const int64_t element =
+        layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 8 * vec);
     if constexpr (kCache == KvCacheType::kAuto) {
-      out[i] = x[i];
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i) store_vec(side.cache + sizeof(In) * element + 16 * i, x[i]);
+    } else if constexpr (kIn == KvDataType::kFp32) {
+      float v[8];
+      memcpy(v, x, sizeof v);
+      *reinterpret_cast<uint2*>(side.cache + element) =
+          fp8_divided<kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2,
+                      ScaleSource::kGiven>(v, scale);
     } else {
-      const float q = exact_quotient(kv_value<kIn>(x[i]), scale);
-      out[i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(
-          q, __NV_SATFINITE, kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2));
+      *reinterpret_cast<uint2*>(side.cache + element) = kv_to_fp8<kCache, kIn>(x[0], scale);
+    }
+  } else {
+    In values[kW];
+    memcpy(values, x, sizeof values);
+    Out out[kW];
+#pragma unroll
+    for (int i = 0; i < kW; ++i) {
+      if constexpr (kCache == KvCacheType::kAuto) {
+        out[i] = values[i];
+      } else {
+        const float q = exact_quotient(kv_value<kIn>(values[i]), scale);
+        out[i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(
+            q, __NV_SATFINITE, kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2));
+      }
+    }
+    const KvDimArgs& dim = is_v ? a.v_dim : a.k_dim;
+    Out* base = reinterpret_cast<Out*>(side.cache) +
+                layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 0);
+    const int64_t d0 = static_cast<int64_t>(kW) * vec;
+    if (dim.dim_stride == 1) {  // the launcher's width keeps a vector within one chunk
+      store_bytes_aligned<kW * sizeof(Out)>(reinterpret_cast<uint8_t*>(base + dim_offset(dim, d0)),
+                                            out);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kW; ++i) base[dim_offset(dim, d0 + i)] = out[i];
     }
   }
-  Out* base = reinterpret_cast<Out*>(side.cache) +
-              layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 0);
-  const int64_t d0 = static_cast<int64_t>(kW) * vec;
-  if (dim.dim_stride == 1) {  // the launcher's width keeps a vector within one chunk
-    store_bytes_aligned<kW * sizeof(Out)>(reinterpret_cast<uint8_t*>(base + dim_offset(dim, d0)),
-                                          out);
-  } else {
-#pragma unroll
-    for (int i = 0; i < kW; ++i) base[dim_offset(dim, d0 + i)] = out[i];
-  }
+}
+
+template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
+__global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
+paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a) {
+  paged_kv_vector<8, true, SlotT, kCache, kIn, kPdl>(guard, a);
 }
 
 template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
 __global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
 paged_kv_general_kernel(const GuardArgs guard, const PagedKvArgs a) {
   switch (a.width) {  // uniform over the launch
-    case 8: return paged_kv_general_vector<8, SlotT, kCache, kIn, kPdl>(guard, a);
-    case 4: return paged_kv_general_vector<4, SlotT, kCache, kIn, kPdl>(guard, a);
-    case 2: return paged_kv_general_vector<2, SlotT, kCache, kIn, kPdl>(guard, a);
-    default: return paged_kv_general_vector<1, SlotT, kCache, kIn, kPdl>(guard, a);
+    case 8: return paged_kv_vector<8, false, SlotT, kCache, kIn, kPdl>(guard, a);
+    case 4: return paged_kv_vector<4, false, SlotT, kCache, kIn, kPdl>(guard, a);
+    case 2: return paged_kv_vector<2, false, SlotT, kCache, kIn, kPdl>(guard, a);
+    default: return paged_kv_vector<1, false, SlotT, kCache, kIn, kPdl>(guard, a);
   }
 }
 

@@ -8,7 +8,7 @@ import pytest
 from conftest import need_torch
 
 torch = need_torch()
-from cachestore.compat import vllm  # noqa: E402
+from cachestore.compat import sglang, vllm  # noqa: E402
 
 VLLM_SIGNATURES = {
     "reshape_and_cache_flash": ["key", "value", "key_cache", "value_cache", "slot_mapping",
@@ -68,3 +68,17 @@ def test_vllm_refusals_name_the_argument():
     with pytest.raises(ValueError, match="^k is on cpu"):
         vllm.indexer_k_quant_and_cache(kv(4, 128), kv(10, 64, 132, dtype=torch.uint8), slots, 128,
                                        "ue8m0")
+
+
+def test_sglang_store_cache_signature_and_refusals():
+    params = inspect.signature(sglang.store_cache).parameters
+    assert [p for p, v in params.items() if v.kind == v.POSITIONAL_OR_KEYWORD] == [
+        "k", "v", "k_cache", "v_cache", "indices"]
+    assert {"row_bytes", "num_split", "num_tokens_non_padded"} <= set(params)
+    k, slots = kv(4, 1024), torch.zeros(4, dtype=torch.int32)
+    with pytest.raises(ValueError, match="^key is on cpu"):
+        sglang.store_cache(k, k, kv(64, 1024), kv(64, 1024), slots)
+    with pytest.raises(ValueError, match="^key is on cpu"):  # [T, H, D] inputs: flattened rows
+        sglang.store_cache(kv(4, 8, 128), kv(4, 8, 128), kv(64, 1024), kv(64, 1024), slots)
+    with pytest.raises(ValueError, match=r"^key_cache \(64, 1, 512\) does not hold"):
+        sglang.store_cache(k, k, kv(64, 512), kv(64, 512), slots)

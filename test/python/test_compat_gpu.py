@@ -22,6 +22,28 @@ def env():
     return torch, vllm, torch.device("cuda")
 
 
+def test_sglang_store_cache(env):
+    torch, _, dev = env
+    from cachestore.compat import sglang
+    for dtype, index_dtype in ((torch.bfloat16, torch.int32), (torch.float32, torch.int64)):
+        k = torch.randn(20, H * D, device=dev).to(dtype)
+        v = torch.randn(20, H, D, device=dev).to(dtype)  # [T, H, D] rows too
+        indices = torch.randperm(CAPACITY, device=dev)[:20].to(index_dtype)
+        indices[18] = CAPACITY + 5  # past the cache: skipped, counted
+        diagnostics = torch.zeros(2, dtype=torch.int64, device=dev)
+        k_cache = torch.full((CAPACITY, H * D), 1.5, dtype=dtype, device=dev)
+        v_cache = torch.full((CAPACITY, H * D), -2.5, dtype=dtype, device=dev)
+        expected = [k_cache.clone(), v_cache.clone()]
+        sglang.store_cache(k, v, k_cache, v_cache, indices, row_bytes=H * D * 2,
+                           diagnostics=diagnostics)
+        keep = torch.arange(20, device=dev) != 18
+        expected[0][indices[keep].long()] = k[keep]
+        expected[1][indices[keep].long()] = v.flatten(1)[keep]
+        torch.cuda.synchronize()
+        assert torch.equal(k_cache, expected[0]) and torch.equal(v_cache, expected[1]), dtype
+        assert diagnostics.tolist()[0] >= 1  # the out-of-range index was counted
+
+
 def slots_with_padding(torch, dev, rows, real):
     slots = torch.randperm(CAPACITY, device=dev)[:rows]
     slots[real:] = -1  # vLLM's padding
