@@ -80,5 +80,7 @@ def test_sglang_store_cache_signature_and_refusals():
         sglang.store_cache(k, k, kv(64, 1024), kv(64, 1024), slots)
     with pytest.raises(ValueError, match="^key is on cpu"):  # [T, H, D] inputs: flattened rows
         sglang.store_cache(kv(4, 8, 128), kv(4, 8, 128), kv(64, 1024), kv(64, 1024), slots)
+    with pytest.raises(ValueError, match="^key is on cpu"):  # each input on its own
+        sglang.store_cache(k, kv(4, 8, 128), kv(64, 1024), kv(64, 1024), slots)
     with pytest.raises(ValueError, match=r"^key_cache \(64, 1, 512\) does not hold"):
         sglang.store_cache(k, k, kv(64, 512), kv(64, 512), slots)

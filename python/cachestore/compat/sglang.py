@@ -21,8 +21,10 @@ def store_cache(k, v, k_cache, v_cache, indices, *, row_bytes=0, num_split=0,
                 num_tokens_non_padded=None, diagnostics=None):
     """SGLang `store_cache`: rows k[i], v[i] into k_cache[indices[i]], v_cache[indices[i]]."""
     del row_bytes, num_split  # SGLang's kernel tuning: cachestore picks its own shape
-    if k.dim() != 2:
-        k, v = k.flatten(1), v.flatten(1)
+    if k.dim() != 2:  # [num_tokens, H, D]: its rows
+        k = k.flatten(1)
+    if v.dim() != 2:
+        v = v.flatten(1)
     try:  # the caches as one-head paged caches of one slot a page: [num_slots, 1, H * D]
         _store_paged_kv(k, v, indices, k_cache.unsqueeze(1), v_cache.unsqueeze(1), 0, None,
                         None, None, num_tokens_non_padded, -1, 0, 1, diagnostics)
