@@ -54,12 +54,10 @@ template <KvCacheType kCache>
 Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_t stream) {
   const bool has_v = p.v.data != nullptr;
   const int64_t in_bytes = kv_input_bytes(p.input_type), cache_bytes = kv_cache_bytes(p);
-  // The 16-byte kernel: d contiguous, whole 8-value vectors, 16-byte aligned reads and
-  // 16-byte (auto) or 8-byte (fp8) aligned writes.
+  // The 16-byte kernel: what the general one would run with 8 values a thread, on a cache
+  // whose head dim is contiguous.
   const auto fast_side = [&](const KvInput& in, const KvCacheView& c) {
-    return c.chunk == 0 && c.dim_stride == 1 && in.head_dim % 8 == 0 &&
-           kv_input_aligned(in, in_bytes, 16) &&
-           kv_cache_aligned(c, cache_bytes, std::min<int64_t>(8 * cache_bytes, 16));
+    return c.chunk == 0 && c.dim_stride == 1 && kv_side_takes(in, c, in_bytes, cache_bytes, 8);
   };
   const bool fast = fast_side(p.k, p.k_cache) && (!has_v || fast_side(p.v, p.v_cache));
   int32_t width = 8;
