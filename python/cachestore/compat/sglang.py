@@ -29,10 +29,7 @@ def store_cache(k, v, k_cache, v_cache, indices, *, row_bytes=0, num_split=0,
         _store_paged_kv(k, v, indices, k_cache.unsqueeze(1), v_cache.unsqueeze(1), 0, None,
                         None, None, num_tokens_non_padded, -1, 0, 1, diagnostics)
     except (ValueError, RuntimeError) as e:
-        typed = _store.typed_error(e)
-        if typed is None:
-            raise
-        raise typed from None
+        _store.reraise(e)
 
 
 __all__ = ["store_cache"]

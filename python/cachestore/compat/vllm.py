@@ -27,7 +27,7 @@ import torch
 from .. import capi as c
 from ..torch import _store, ops as _ops
 
-_typed = _store.typed_error
+_reraise = _store.reraise
 _KV_CACHE_DTYPES = {"auto": None, "fp8": c.KV_CACHE_FP8_E4M3, "fp8_e4m3": c.KV_CACHE_FP8_E4M3,
                     "fp8_e5m2": c.KV_CACHE_FP8_E5M2}
 _NHD, _PAGED_ATTENTION = 0, 2
@@ -45,13 +45,6 @@ def _cache_type(kv_cache_dtype):
                          f"{sorted(_KV_CACHE_DTYPES)}") from None
 
 
-def _raise(error):
-    typed = _typed(error)
-    if typed is None:
-        raise error
-    raise typed from None
-
-
 def _paged(layout, key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale,
            v_scale, num_tokens_non_padded, diagnostics):
     cache_type = _cache_type(kv_cache_dtype)
@@ -64,7 +57,7 @@ def _paged(layout, key, value, key_cache, value_cache, slot_mapping, kv_cache_dt
         _store_paged_kv(key, value, slot_mapping, key_cache, value_cache, layout, cache_type,
                         k_scale, v_scale, num_tokens_non_padded, -1, 0, 1, diagnostics)
     except (ValueError, RuntimeError) as e:
-        _raise(e)
+        _reraise(e)
 
 
 def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
@@ -105,7 +98,7 @@ def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, sca
                         None if cache_type is None else scale, num_tokens_non_padded, -1, 0, 1,
                         diagnostics)
     except (ValueError, RuntimeError) as e:
-        _raise(e)
+        _reraise(e)
 
 
 def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, kv_cache_dtype, *,
@@ -132,7 +125,7 @@ def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, kv_ca
         _store_index_k_fp8(k, slot_mapping, kv_cache, page_size, rule, num_tokens_non_padded, -1,
                            0, 1, diagnostics)
     except (ValueError, RuntimeError) as e:
-        _raise(e)
+        _reraise(e)
 
 
 __all__ = ["reshape_and_cache_flash", "reshape_and_cache", "concat_and_cache_mla",

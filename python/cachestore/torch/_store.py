@@ -82,6 +82,14 @@ def typed_error(error):
     return None
 
 
+def reraise(error):
+    """Raises `error` as cachestore.torch raises it (typed_error), or as it is."""
+    typed = typed_error(error)
+    if typed is None:
+        raise error
+    raise typed from None
+
+
 @dataclass
 class Store:
     name: str
@@ -131,7 +139,7 @@ class Store:
 
     def _compile(self, name, tail, env):
         env = dict(env, _Args=self._args_class, _prepare=self.prepare, _no_choices={},
-                   _typed=typed_error)
+                   _reraise=reraise)
         for arg in self.args:
             env[f"_d_{arg.name}"] = arg.default
             env[f"_c_{arg.name}"] = arg.choices
@@ -180,8 +188,7 @@ class Store:
         self._functions = {
             "op": self._compile(self.name, [
                 "try:", f"    return {call}", "except (ValueError, RuntimeError) as _e:",
-                "    _t = _typed(_e)", "    if _t is None:", "        raise",
-                "    raise _t from None"], {"_op": self.op.default}),
+                "    _reraise(_e)"], {"_op": self.op.default}),
             "direct": self._compile(self.name, [f"a = _Args({', '.join(names)})",
                                                 "_prepare(a)", "_launch(*_build(a))"],
                                     {"_launch": launch, "_build": self.build}),
