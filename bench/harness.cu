@@ -61,6 +61,10 @@ void init_pool() {
                                   static_cast<int64_t>(p.input.size()), 2026u);
   CACHESTORE_CHECK_CUDA(cudaGetLastError());
   p.slots.resize(size_t{4} << 20);
+  p.table_batch.resize(p.slots.size());
+  p.table_positions.resize(p.slots.size());
+  p.table_indptr.resize(p.slots.size() + 1);
+  p.table_indices.resize(p.slots.size());
   // Caches of >= 4x the L2 (and >= 4x the largest n in slots), poisoned once: the shared ones,
   // then each family's.
   poisoned_cache(p.bf16_cache, p.bf16_slots * 256);
@@ -100,6 +104,10 @@ void make_slots(Slots pattern, int64_t n, int sets, int64_t capacity, uint32_t s
   thrust::default_random_engine rng(seed);
   thrust::shuffle(order.begin(), order.end(), rng);
   int64_t* out = thrust::raw_pointer_cast(g_pool->slots.data());
+  int32_t* batch = thrust::raw_pointer_cast(g_pool->table_batch.data());
+  int32_t* positions = thrust::raw_pointer_cast(g_pool->table_positions.data());
+  int32_t* indptr = thrust::raw_pointer_cast(g_pool->table_indptr.data());
+  int32_t* indices = thrust::raw_pointer_cast(g_pool->table_indices.data());
   const int64_t* src = thrust::raw_pointer_cast(order.data());
   const int64_t total = n * sets, count = static_cast<int64_t>(order.size());
   const bool prefill = pattern == Slots::kPrefill;
@@ -107,8 +115,14 @@ void make_slots(Slots pattern, int64_t n, int sets, int64_t capacity, uint32_t s
                    [=] __device__(int64_t i) {
                      const int64_t set = i / n, row = i % n;
                      // each set starts its own run of pages/slots so sets do not overlap
-                     out[i] = prefill ? src[(set * ((n + kPage - 1) / kPage) + row / kPage) % count] * kPage + row % kPage
-                                      : src[i % count];
+                     const int64_t slot = prefill ? src[(set * ((n + kPage - 1) / kPage) + row / kPage) % count] * kPage + row % kPage
+                                                  : src[i % count];
+                     out[i] = slot;
+                     batch[i] = static_cast<int32_t>(i);
+                     positions[i] = static_cast<int32_t>(slot % kTablePage);
+                     indptr[i] = static_cast<int32_t>(i);
+                     indices[i] = static_cast<int32_t>(slot / kTablePage);
+                     if (i == total - 1) indptr[total] = static_cast<int32_t>(total);
                    });
   CACHESTORE_CHECK_CUDA(cudaGetLastError());
 }
@@ -133,6 +147,12 @@ Status issue(const Row& r, int set, int64_t set_elems, cudaStream_t stream) {
   node.slots = thrust::raw_pointer_cast(p.slots.data()) + set * r.n;
   node.batch = {r.n, thrust::raw_pointer_cast(p.count.data()), nullptr};
   node.slot_map = {node.slots, SlotType::kInt64};
+  node.table_map = {thrust::raw_pointer_cast(p.table_batch.data()) + set * r.n,
+                    SlotType::kPageTable};
+  node.table_map.page_table = {thrust::raw_pointer_cast(p.table_positions.data()) + set * r.n,
+                               thrust::raw_pointer_cast(p.table_indptr.data()),
+                               thrust::raw_pointer_cast(p.table_indices.data()),
+                               static_cast<int32_t>(p.table_indptr.size() - 1)};
   node.launch = {r.pdl};
   node.subject = r.subject != nullptr ? r.subject : r.op;
   node.stream = stream;

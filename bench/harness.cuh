@@ -32,6 +32,7 @@ enum class Slots { kDecode, kPrefill };
 
 inline constexpr int32_t kPage = 64;        // the DeepSeek caches' page size
 inline constexpr int64_t kMaxRows = 262144;
+inline constexpr int32_t kTablePage = 16;   // the page size of the page-table view of the slots
 
 // Device buffers every row shares, allocated once before the first row: the inputs and slots,
 // and the index-K caches that the index-K rows, the fused MLA rows and the baselines all write.
@@ -40,6 +41,9 @@ struct Pool {
   double copy_gbps = 0;
   thrust::device_vector<uint16_t> input;  // random bf16, never zero
   thrust::device_vector<int64_t> slots;
+  // The same slots as a page table of kTablePage-slot pages (FlashInfer's form): row i is
+  // request i, whose one page is table_indices[i] (table_indptr[i] = i), at table_positions[i].
+  thrust::device_vector<int32_t> table_batch, table_positions, table_indptr, table_indices;
   thrust::device_vector<int32_t> count;
   thrust::device_vector<uint8_t> copy_dst;
   thrust::device_vector<uint8_t> bf16_cache;  // bf16_slots rows of 128 bf16
@@ -70,6 +74,7 @@ struct Node {
   int64_t n;
   Batch batch;
   SlotMapping slot_map;
+  SlotMapping table_map;     // the same slots through the pool's page table (kTablePage)
   LaunchOptions launch;
   const StoreOp* subject;
   cudaStream_t stream;

@@ -11,6 +11,7 @@ namespace cachestore::bench {
 namespace {
 
 constexpr int32_t kKvHeads = 8, kKvDim = 128, kKvPage = 16;
+static_assert(kKvPage == kTablePage, "the page-table row reads the pool's table of kTablePage pages");
 constexpr int64_t kKvSlots = int64_t{1} << 19;  // 1 GiB per 16-bit cache of H = 8, D = 128
 
 struct Caches {
@@ -151,6 +152,18 @@ const Family kPagedKv(
         {28, "paged_kv_paged_attention_fp8", 6152, 2048, false, "naive_kv_two_nodes", true,
          "naive_k_one_node", kv_capacity,
          [](const Node& node) { return store_paged_attention(node, KvCacheType::kFp8E4m3); },
+         kHeadsWidth, kHeadsWidth},
+        // paged_kv_nhd with its slots from a page table (batch index, position, the request's
+        // indptr pair and page id: 20 bytes a row in place of the 8-byte slot), beside the
+        // slot-mapping store in the same row.
+        {29, "paged_kv_nhd_page_table", 8212, 2048, false, "paged_kv_nhd", true,
+         "naive_k_one_node", kv_capacity,
+         [](const Node& node) {
+           Node table = node;
+           table.slot_map = node.table_map;
+           return store_heads(table, layout::kv_nhd_strides(kKvPage, kKvHeads, kKvDim),
+                              KvCacheType::kAuto);
+         },
          kHeadsWidth, kHeadsWidth},
     },
     [] {

@@ -16,7 +16,7 @@ STORES = ["index_k_bf16", "index_k_fp8_amax", "index_k_fp8_pow2", "mla_v4", "mla
           "mla_v41_fp4", "fused_v41_fp4_index"]
 KV_STORES = ["paged_kv_nhd", "paged_kv_hnd", "paged_kv_nhd_fp8", "paged_kv_hnd_fp8",
              "paged_kv_mla576", "paged_kv_nhd_fp32", "paged_kv_nhd_fp32_fp8", "paged_kv_nhd_d100",
-             "paged_kv_paged_attention", "paged_kv_paged_attention_fp8"]
+             "paged_kv_paged_attention", "paged_kv_paged_attention_fp8", "paged_kv_nhd_page_table"]
 BASELINES = ["naive_bf16_scatter", "naive_fp8_composition", "separate_v4_plus_index",
              "separate_v32_plus_index", "naive_kv_two_nodes", "naive_k_one_node", "d2d_copy"]
 SMALL = [1, 8, 32, 128, 512]
@@ -86,6 +86,40 @@ def summary(rows):
     return "\n".join(lines)
 
 
+def page_table(rows):
+    """The page-table slot source's cost over the slot-mapping store, both sampled alternately in
+    one row (baseline_us): (page table - mapping) / the lean naive node at n <= 512 (target
+    <= 0.05), page table / mapping - 1 at n = 262144 (target <= 2%)."""
+    lines = ["\n## Page-table slot source: paged_kv_nhd_page_table vs paged_kv_nhd in one row\n",
+             "| PDL | slots | n | page table us | mapping us | cost | target | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    for pdl in ("off", "on"):
+        for slots, sizes in (("decode", SMALL + [262144]), ("prefill", [262144])):
+            for n in sizes:
+                b = rows.get(("paged_kv_nhd_page_table", "graph", pdl, slots, n))
+                if b is None or "baseline_us" not in b:
+                    continue
+                us, mapping = b["us"], b["baseline_us"]
+                if n <= 512:
+                    naive = cell(rows, "paged_kv_nhd_page_table", "graph", pdl, slots, n,
+                                 "naive_us")
+                    if naive is None:  # PDL rows have no naive node: the PDL-off one
+                        naive = cell(rows, "paged_kv_nhd_page_table", "graph", "off", slots, n,
+                                     "naive_us")
+                    if naive is None:
+                        continue
+                    cost, limit, text = (us - mapping) / naive, 0.05, "x naive"
+                    shown = f"{cost:+.3f}{text}"
+                else:
+                    cost, limit = us / mapping - 1, 0.02
+                    shown = f"{100 * cost:+.1f}%"
+                verdict = "met" if cost <= limit else "missed"
+                target = "<= 0.05x naive" if n <= 512 else "<= 2%"
+                lines.append(f"| {pdl} | {slots} | {n} | {us:.2f} | {mapping:.2f} | {shown} | "
+                             f"{target} | {verdict} |")
+    return "\n".join(lines)
+
+
 def compare(rows, previous):
     """Each graph row's time over the same row of an earlier run: the spread of the ratios per
     store, and the rows beyond 5% either way."""
@@ -152,6 +186,7 @@ def main():
         if k in context:
             md.append(f"- {k}: {context[k]}")
     md.append(summary(rows))
+    md.append(page_table(rows))
     if previous is not None:
         md.append(compare(rows, previous))
     for mode in ("graph", "stream"):
@@ -166,6 +201,7 @@ def main():
         except ImportError as e:
             print(f"no plot: {e}", file=sys.stderr)
     print(summary(rows))
+    print(page_table(rows))
     if previous is not None:
         print(compare(rows, previous))
 

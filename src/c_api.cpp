@@ -41,19 +41,19 @@ struct ReleasedSizes<cachestore_index_k_bf16_params_t> {
 };
 template <>
 struct ReleasedSizes<cachestore_index_k_fp8_params_t> {
-  static constexpr uint32_t kSizes[] = {120};  // 0.2
+  static constexpr uint32_t kSizes[] = {120, 152};  // 0.2; 0.6 appended the page table
 };
 template <>
 struct ReleasedSizes<cachestore_index_k_fp4_params_t> {
-  static constexpr uint32_t kSizes[] = {120};  // 0.3
+  static constexpr uint32_t kSizes[] = {120, 152};  // 0.3; 0.6 appended the page table
 };
 template <>
 struct ReleasedSizes<cachestore_fused_store_params_t> {
-  static constexpr uint32_t kSizes[] = {224, 272};  // 0.2; 0.3 appended the fp4 index-K
+  static constexpr uint32_t kSizes[] = {224, 272, 336};  // 0.2; 0.3 the fp4 index-K; 0.6 tables
 };
 template <>
 struct ReleasedSizes<cachestore_paged_kv_params_t> {
-  static constexpr uint32_t kSizes[] = {248, 288};  // 0.2; 0.5 appended the head-dim layouts
+  static constexpr uint32_t kSizes[] = {248, 288, 320};  // 0.2; 0.5 head-dim layouts; 0.6 table
 };
 
 template <typename T>
@@ -121,9 +121,10 @@ cs::Batch batch_of(const T& p) {
   return {p.num_tokens, p.num_tokens_non_padded, static_cast<cs::Diagnostics*>(p.diagnostics)};
 }
 
-cs::SlotMapping slots_of(const cachestore_slots_t& s) {
+cs::SlotMapping slots_of(const cachestore_slots_t& s, const cachestore_page_table_t& t = {}) {
   return {s.data, static_cast<cs::SlotType>(s.slot_type), s.reserved_slot, s.owner_rank,
-          s.owner_size == 0 ? 1 : s.owner_size};
+          s.owner_size == 0 ? 1 : s.owner_size,
+          {t.positions, t.indptr, t.indices, t.batch_size}};
 }
 
 cs::IndexKFp8Cache cache_of(const cachestore_index_k_fp8_cache_t& c) {
@@ -161,7 +162,7 @@ template <typename Params, typename C>
 Params paged_index_k(const C& c) {
   Params p;
   common_fields(c, &p);
-  p.slots = slots_of(c.slots);
+  p.slots = slots_of(c.slots, c.page_table);
   p.k = c.k;
   p.k_row_stride = c.k_row_stride;
   p.cache = cache_of(c.cache);
@@ -177,7 +178,7 @@ cs::IndexKFp4Params to_cpp(const cachestore_index_k_fp4_params_t& c) {
 cs::FusedStoreParams to_cpp(const cachestore_fused_store_params_t& c) {
   cs::FusedStoreParams p;
   common_fields(c, &p);
-  p.kv_slots = slots_of(c.kv_slots);
+  p.kv_slots = slots_of(c.kv_slots, c.kv_page_table);
   p.nope = c.nope;
   p.nope_row_stride = c.nope_row_stride;
   p.rope = c.rope;
@@ -187,7 +188,7 @@ cs::FusedStoreParams to_cpp(const cachestore_fused_store_params_t& c) {
   if (c.index_k != nullptr) {
     p.index_k = c.index_k;
     p.index_k_row_stride = c.index_k_row_stride;
-    p.index_slots = slots_of(c.index_slots);
+    p.index_slots = slots_of(c.index_slots, c.index_page_table);
     p.index_format = static_cast<cs::IndexKFormat>(c.index_format);
     p.index_cache = cache_of(c.index_cache);
     p.index_fp4_cache = cache_of(c.index_fp4_cache);
@@ -198,7 +199,7 @@ cs::FusedStoreParams to_cpp(const cachestore_fused_store_params_t& c) {
 cs::PagedKvParams to_cpp(const cachestore_paged_kv_params_t& c) {
   cs::PagedKvParams p;
   common_fields(c, &p);
-  p.slots = slots_of(c.slots);
+  p.slots = slots_of(c.slots, c.page_table);
   p.num_heads = c.num_heads;
   p.input_type = static_cast<cs::KvDataType>(c.input_type);
   p.cache_type = static_cast<cs::KvCacheType>(c.cache_type);

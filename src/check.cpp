@@ -35,17 +35,42 @@ Status check_batch(const Batch& batch) {
   return Status::kSuccess;
 }
 
-// Row data (slots, inputs) may be null when there are no rows: nothing is read then.
-Status check_slots(const SlotMapping& slots, int64_t rows, const char* name) {
+// Row data (slots, inputs) may be null when there are no rows: nothing is read then. A page
+// table is a slot source of the paged caches only (`paged`).
+Status check_slots(const SlotMapping& slots, int64_t rows, const char* name, bool paged) {
   if (slots.data == nullptr && rows > 0)
     return fail(Status::kErrorInvalidArgument, "%s.data is null", name);
-  if (slots.type != SlotType::kInt32 && slots.type != SlotType::kInt64)
+  if (slots.type == SlotType::kPageTable) {
+    if (!paged)
+      return fail(Status::kErrorNotSupported,
+                  "%s.type = kPageTable: this cache has no pages (use a slot mapping)", name);
+    const PageTable& t = slots.page_table;
+    if (t.batch_size < 0)
+      return fail(Status::kErrorInvalidArgument, "%s.page_table.batch_size = %d: must be >= 0",
+                  name, t.batch_size);
+    const struct {
+      const void* data;
+      const char* field;
+    } arrays[] = {{slots.data, "data (batch_indices)"},
+                  {t.positions, "page_table.positions"},
+                  {t.indptr, "page_table.indptr"},
+                  {t.indices, "page_table.indices"}};
+    for (const auto& a : arrays) {
+      if (a.data == nullptr && rows > 0)
+        return fail(Status::kErrorInvalidArgument, "%s.%s is null", name, a.field);
+      if ((reinterpret_cast<uintptr_t>(a.data) & 3u) != 0)
+        return fail(Status::kErrorMisalignedOperand, "%s.%s must be 4-byte aligned (int32)",
+                    name, a.field);
+    }
+  } else if (slots.type != SlotType::kInt32 && slots.type != SlotType::kInt64) {
     return fail(Status::kErrorInvalidArgument, "%s.type = %d: not a SlotType", name,
                 static_cast<int>(slots.type));
-  const uintptr_t align = slots.type == SlotType::kInt32 ? 4 : 8;
-  if ((reinterpret_cast<uintptr_t>(slots.data) & (align - 1)) != 0)
-    return fail(Status::kErrorMisalignedOperand, "%s.data must be %d-byte aligned", name,
-                static_cast<int>(align));
+  } else {
+    const uintptr_t align = slots.type == SlotType::kInt32 ? 4 : 8;
+    if ((reinterpret_cast<uintptr_t>(slots.data) & (align - 1)) != 0)
+      return fail(Status::kErrorMisalignedOperand, "%s.data must be %d-byte aligned", name,
+                  static_cast<int>(align));
+  }
   if (slots.reserved_slot < kNoReservedSlot)
     return fail(Status::kErrorInvalidArgument,
                 "%s.reserved_slot = %lld: a slot >= 0, or -1 for none", name,
@@ -193,7 +218,7 @@ Status check_cache(const MlaCache& cache, const char* name) {
 template <typename Params>
 Status check_index_k_store(const Params& p) {
   CACHESTORE_RETURN_IF_ERROR(check_batch(p.batch));
-  CACHESTORE_RETURN_IF_ERROR(check_slots(p.slots, p.batch.num_tokens, "slots"));
+  CACHESTORE_RETURN_IF_ERROR(check_slots(p.slots, p.batch.num_tokens, "slots", true));
   CACHESTORE_RETURN_IF_ERROR(check_cache(p.cache, "cache"));
   CACHESTORE_RETURN_IF_ERROR(
       check_owner(p.slots, p.cache.num_pages * p.cache.page_size, "slots"));
@@ -294,7 +319,7 @@ using detail::fail;
 
 Status check(const IndexKBf16Params& p) {
   CACHESTORE_RETURN_IF_ERROR(detail::check_batch(p.batch));
-  CACHESTORE_RETURN_IF_ERROR(detail::check_slots(p.slots, p.batch.num_tokens, "slots"));
+  CACHESTORE_RETURN_IF_ERROR(detail::check_slots(p.slots, p.batch.num_tokens, "slots", false));
   if (p.head_dim <= 0 || p.head_dim % 8 != 0 || p.head_dim > 8192)
     return fail(Status::kErrorNotSupported,
                 "head_dim = %d: must be a multiple of 8 in [8, 8192]", p.head_dim);
@@ -321,7 +346,7 @@ Status check(const IndexKFp4Params& p) {
 Status check(const FusedStoreParams& p) {
   using namespace detail;
   CACHESTORE_RETURN_IF_ERROR(check_batch(p.batch));
-  CACHESTORE_RETURN_IF_ERROR(check_slots(p.kv_slots, p.batch.num_tokens, "kv_slots"));
+  CACHESTORE_RETURN_IF_ERROR(check_slots(p.kv_slots, p.batch.num_tokens, "kv_slots", true));
   CACHESTORE_RETURN_IF_ERROR(check_cache(p.kv_cache, "kv_cache"));
   CACHESTORE_RETURN_IF_ERROR(
       check_owner(p.kv_slots, p.kv_cache.num_pages * p.kv_cache.page_size, "kv_slots"));
@@ -336,7 +361,8 @@ Status check(const FusedStoreParams& p) {
       check_int32_row_stride(p.rope_row_stride, p.batch.num_tokens, "rope_row_stride"));
   if (p.index_k == nullptr) return succeed();
 
-  CACHESTORE_RETURN_IF_ERROR(check_slots(p.index_slots, p.batch.num_tokens, "index_slots"));
+  CACHESTORE_RETURN_IF_ERROR(
+      check_slots(p.index_slots, p.batch.num_tokens, "index_slots", true));
   if (p.index_slots.type != p.kv_slots.type)
     return fail(Status::kErrorNotSupported,
                 "index_slots.type must equal kv_slots.type (one kernel reads both)");
@@ -363,7 +389,7 @@ Status check(const FusedStoreParams& p) {
 Status check(const PagedKvParams& p) {
   using namespace detail;
   CACHESTORE_RETURN_IF_ERROR(check_batch(p.batch));
-  CACHESTORE_RETURN_IF_ERROR(check_slots(p.slots, p.batch.num_tokens, "slots"));
+  CACHESTORE_RETURN_IF_ERROR(check_slots(p.slots, p.batch.num_tokens, "slots", true));
   if (p.input_type != KvDataType::kBf16 && p.input_type != KvDataType::kFp16 &&
       p.input_type != KvDataType::kFp32)
     return fail(Status::kErrorInvalidArgument, "input_type = %d: not a KvDataType",

@@ -102,10 +102,18 @@ Status with_pdl(bool pdl, F&& f) {
   return pdl ? f(std::true_type{}) : f(std::false_type{});
 }
 
-// f(SlotT{}) for the slot mapping's type.
+// f(SlotT{}) for a slot mapping's type (the flat bf16 index-K store: no page table).
+template <typename F>
+auto with_mapping_type(SlotType type, F&& f) {
+  return type == SlotType::kInt32 ? f(int32_t{}) : f(int64_t{});
+}
+
+// f(SlotT{}) for the slot source of a paged store: the mapping's type, or
+// kernels::PageTableSlots for a page table.
 template <typename F>
 auto with_slot_type(SlotType type, F&& f) {
-  return type == SlotType::kInt32 ? f(int32_t{}) : f(int64_t{});
+  if (type == SlotType::kPageTable) return f(kernels::PageTableSlots{});
+  return with_mapping_type(type, f);
 }
 
 // With PDL, a grid of at most one block per SM (blocks_per_sm: a launcher whose blocks are small
@@ -128,6 +136,15 @@ inline bool use_pdl(const LaunchOptions& launch, const ArchInfo& arch) {
 inline kernels::SlotArgs slot_args(const SlotMapping& slots, int64_t local_capacity) {
   return {slots.data, slots.reserved_slot, local_capacity * slots.owner_size,
           log2_exact(slots.owner_size), slots.owner_rank};
+}
+
+// The page table of a paged cache of `page_size` slots a page (zeros, unread, for a slot
+// mapping).
+inline kernels::PageTableArgs page_table_args(const SlotMapping& slots, int32_t page_size) {
+  if (slots.type != SlotType::kPageTable) return {};
+  const PageTable& t = slots.page_table;
+  return {t.positions, t.indptr, t.indices, t.batch_size,
+          kernels::FastDivmod::make(static_cast<uint32_t>(page_size))};
 }
 
 // The flat bf16 index-K cache has no pages: sharding does not apply.

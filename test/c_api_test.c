@@ -107,6 +107,22 @@ int main(void) {
     EXPECT(cachestore_check_paged_kv(&kv) == CACHESTORE_SUCCESS);
     kv.struct_size = (uint32_t)sizeof kv;
     kv.k_chunk = 0;
+    /* 0.6: a page table as the slot source; a 288-byte struct has none (its fields read zero). */
+    kv.slots.slot_type = CACHESTORE_SLOT_PAGE_TABLE;
+    kv.page_table.positions = (const int32_t*)fake(0x12000);
+    kv.page_table.indptr = (const int32_t*)fake(0x13000);
+    kv.page_table.indices = (const int32_t*)fake(0x14000);
+    kv.page_table.batch_size = 4;
+    EXPECT(cachestore_check_paged_kv(&kv) == CACHESTORE_SUCCESS);
+    kv.struct_size = 288;
+    EXPECT(cachestore_check_paged_kv(&kv) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "slots.page_table.positions") != NULL);
+    kv.struct_size = (uint32_t)sizeof kv;
+    kv.page_table.indptr = (const int32_t*)fake(0x13001);
+    EXPECT(cachestore_check_paged_kv(&kv) == CACHESTORE_ERROR_MISALIGNED_OPERAND);
+    EXPECT(strstr(cachestore_last_error_message(), "slots.page_table.indptr") != NULL);
+    memset(&kv.page_table, 0, sizeof kv.page_table);
+    kv.slots.slot_type = CACHESTORE_SLOT_INT64;
     kv.k.head_dim = 2000;
     EXPECT(cachestore_store_paged_kv(&kv, NULL) == CACHESTORE_ERROR_NOT_SUPPORTED);
     EXPECT(strstr(cachestore_last_error_message(), "k.head_dim") != NULL);
@@ -188,8 +204,8 @@ int main(void) {
      * struct holds (a paged K/V struct cut before its V fields never stores K only; an fp8 one
      * cut before its rule never switches the rule). */
     {
-      const uint32_t bad_kv[] = {16, 24, 120, 247, 249, 287, 0};
-      const uint32_t bad_fused[] = {16, 200, 223, 225, 240, 271, 0};
+      const uint32_t bad_kv[] = {16, 24, 120, 247, 249, 287, 289, 319, 0};
+      const uint32_t bad_fused[] = {16, 200, 223, 225, 240, 271, 273, 335, 0};
       int i;
       CACHESTORE_PARAMS_INIT(kv);
       for (i = 0; bad_kv[i] != 0; ++i) {

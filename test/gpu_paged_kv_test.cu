@@ -59,14 +59,15 @@ TEST_P(PagedKvSweep, WholeCachesMatchReference) {
     s.k_dim = d[1];
     s.v_dim = d[2];
     s.input_type = (v / 2) % 2 == 0 ? KvDataType::kBf16 : KvDataType::kFp16;
-    s.slot_type = (v / 3) % 2 == 0 ? SlotType::kInt64 : SlotType::kInt32;
+    const SlotType slot_types[3] = {SlotType::kInt64, SlotType::kInt32, SlotType::kPageTable};
+    s.slot_type = slot_types[(v / 3) % 3];
     s.scale_stride = static_cast<int32_t>(v % 2);
     s.head_padded = (v / 5) % 2 == 1;
     s.reserved_slot = variant == 0 ? kNoReservedSlot : 0;
     s.num_tokens = page_size >= 64 ? 48 : 40;
     SCOPED_TRACE(std::string("H ") + std::to_string(s.heads) + " Dk " + std::to_string(s.k_dim) +
                  " Dv " + std::to_string(s.v_dim) + (s.input_type == KvDataType::kFp16 ? " fp16" : " bf16") +
-                 (s.slot_type == SlotType::kInt32 ? " i32" : " i64") + " scale_stride " +
+                 " " + slot_type_name(s.slot_type) + " scale_stride " +
                  std::to_string(s.scale_stride) + (s.head_padded ? " head-padded" : ""));
     KvCase c(s);
     run_random_steps(c);
@@ -104,7 +105,8 @@ TEST_P(PagedKvGeneral, WholeCachesMatchReference) {
           : std::vector<Variant>{{8, 128, 128, 0, 0, 16}, {4, 100, 100, 0, 0, 16}, {8, 98, 98, 2, 0, 6},
                                  {2, 7, 5, 1, 1, 16},     {1, 1, 1, 0, 3, 1},     {4, 36, 36, 0, 2, 64},
                                  {2, 128, 128, 0, 1, 16}, {3, 1024, 0, 0, 0, 16}};
-  for (const Variant& v : variants) {
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const Variant& v = variants[i];
     KvShape s;
     s.layout = layout;
     s.cache_type = cache_type;
@@ -116,11 +118,13 @@ TEST_P(PagedKvGeneral, WholeCachesMatchReference) {
     s.input_offset = v.offset;
     s.page_size = v.page_size;
     s.scale_stride = v.dk % 2;
-    s.slot_type = v.h % 2 == 0 ? SlotType::kInt64 : SlotType::kInt32;
+    const SlotType slot_types[3] = {SlotType::kInt64, SlotType::kInt32, SlotType::kPageTable};
+    s.slot_type = slot_types[(i + static_cast<size_t>(input_type)) % 3];
     s.num_tokens = 40;
     SCOPED_TRACE("H " + std::to_string(v.h) + " Dk " + std::to_string(v.dk) + " Dv " +
                  std::to_string(v.dv) + " pad " + std::to_string(v.pad) + " offset " +
-                 std::to_string(v.offset) + " P " + std::to_string(v.page_size));
+                 std::to_string(v.offset) + " P " + std::to_string(v.page_size) + " " +
+                 slot_type_name(s.slot_type));
     KvCase c(s);
     run_random_steps(c);
     if (::testing::Test::HasFatalFailure()) return;
@@ -214,6 +218,9 @@ TEST_P(PagedKvReplay, GraphReplayNeverWritesPaddingRowsAndSeesNewScales) {
     case 4: s.layout = KvLayout::kPagedAttention; break;  // the general kernel, bf16
     case 5: s.cache_type = KvCacheType::kFp8E4m3; s.input_type = KvDataType::kFp32;
             s.k_dim = s.v_dim = 100; s.scale_stride = 1; break;
+    case 6: s.cache_type = KvCacheType::kFp8E4m3; s.slot_type = SlotType::kPageTable; break;
+    case 7: s.layout = KvLayout::kHnd; s.page_size = 6; s.slot_type = SlotType::kPageTable;
+            break;
   }
   KvCase c(s);
   std::vector<int64_t> previous = distinct_slots(rng_, kRows, c.capacity(), -1);
@@ -304,16 +311,21 @@ TEST_P(PagedKvReplay, GraphReplayNeverWritesPaddingRowsAndSeesNewScales) {
 std::string replay_config_name(const ::testing::TestParamInfo<int>& info) {
   static const char* const kNames[] = {"NhdAuto", "HndE4m3PerHead", "Mla576E4m3",
                                        "StackedE5m2Fp16P6", "PagedAttentionAuto",
-                                       "NhdE4m3Fp32D100"};
+                                       "NhdE4m3Fp32D100", "NhdE4m3PageTable",
+                                       "HndAutoP6PageTable"};
   return kNames[info.param];
 }
-INSTANTIATE_TEST_SUITE_P(Configs, PagedKvReplay, ::testing::Values(0, 1, 2, 3, 4, 5),
+INSTANTIATE_TEST_SUITE_P(Configs, PagedKvReplay, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7),
                          replay_config_name);
 
 // ---- page-owner sharding: 1, 2, 4 owners; their caches' union equals the unsharded store ---
 TEST_F(PagedKvTest, OwnerShardsUnionEqualsUnshardedStore) {
-  for (const int32_t page_size : {16, 6}) {
+  for (const auto [page_size, slot_type] :
+       {std::pair{16, SlotType::kInt64}, std::pair{6, SlotType::kInt64},
+        std::pair{16, SlotType::kPageTable}, std::pair{6, SlotType::kPageTable}}) {
+    SCOPED_TRACE(slot_type_name(slot_type));
     KvShape base;
+    base.slot_type = slot_type;
     base.num_tokens = 64;
     base.page_size = page_size;
     base.cache_type = KvCacheType::kFp8E4m3;
@@ -377,6 +389,7 @@ TEST_F(GpuTest, OwnerShardingOnIndexKAndFusedStores) {
         shape.page_size = 16;
         shape.owner_rank = rank;
         shape.owner_size = owners;
+        shape.slot_type = rank % 2 == 0 ? SlotType::kInt64 : SlotType::kPageTable;
         StoreCase c(kind, shape);
         c.randomize_inputs(rng_, 60);
         c.set_count(60);

@@ -10,24 +10,41 @@ namespace {
 
 constexpr int64_t kCapturedRows = 32;
 
-class PaddedReplay : public GpuTest, public ::testing::WithParamInterface<StoreKind> {};
+using ReplayParam = std::tuple<StoreKind, SlotType>;
+class PaddedReplay : public GpuTest, public ::testing::WithParamInterface<ReplayParam> {};
 
+std::string replay_name(const ::testing::TestParamInfo<ReplayParam>& info) {
+  return std::string(store_kind_name(std::get<0>(info.param))) + "_" +
+         slot_type_name(std::get<1>(info.param));
+}
 INSTANTIATE_TEST_SUITE_P(AllStores, PaddedReplay,
-                         ::testing::Values(StoreKind::kIndexKBf16, StoreKind::kIndexKFp8Amax,
-                                           StoreKind::kIndexKFp8Pow2, StoreKind::kV4,
-                                           StoreKind::kV32Pow2, StoreKind::kV32Amax,
-                                           StoreKind::kFusedV4Index, StoreKind::kFusedV32Index,
-                                           StoreKind::kIndexKFp4Even,
-                                           StoreKind::kIndexKFp4TowardZero, StoreKind::kV41,
-                                           StoreKind::kV41Fp4, StoreKind::kFusedV41IndexFp4,
-                                           StoreKind::kFusedV41Fp4IndexFp8),
-                         [](const auto& info) { return store_kind_name(info.param); });
+                         ::testing::Combine(
+                             ::testing::Values(StoreKind::kIndexKBf16, StoreKind::kIndexKFp8Amax,
+                                               StoreKind::kIndexKFp8Pow2, StoreKind::kV4,
+                                               StoreKind::kV32Pow2, StoreKind::kV32Amax,
+                                               StoreKind::kFusedV4Index, StoreKind::kFusedV32Index,
+                                               StoreKind::kIndexKFp4Even,
+                                               StoreKind::kIndexKFp4TowardZero, StoreKind::kV41,
+                                               StoreKind::kV41Fp4, StoreKind::kFusedV41IndexFp4,
+                                               StoreKind::kFusedV41Fp4IndexFp8),
+                             ::testing::Values(SlotType::kInt64)),
+                         replay_name);
+// The page-table source: padded rows whose batch index and position still name a live page.
+INSTANTIATE_TEST_SUITE_P(PageTable, PaddedReplay,
+                         ::testing::Combine(::testing::Values(StoreKind::kIndexKFp8Amax,
+                                                              StoreKind::kIndexKFp4Even,
+                                                              StoreKind::kV4, StoreKind::kV41,
+                                                              StoreKind::kFusedV4Index,
+                                                              StoreKind::kFusedV41IndexFp4),
+                                            ::testing::Values(SlotType::kPageTable)),
+                         replay_name);
 
 TEST_P(PaddedReplay, GraphReplayNeverWritesPaddingRows) {
-  const StoreKind kind = GetParam();
+  const auto [kind, slot_type] = GetParam();
   CaseShape shape;
   shape.num_tokens = kCapturedRows;
   shape.page_size = 16;
+  shape.slot_type = slot_type;
   StoreCase c(kind, shape);
   const int64_t capacity = c.capacity();
   std::vector<int64_t> previous = distinct_slots(rng_, kCapturedRows, capacity, -1);

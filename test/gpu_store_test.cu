@@ -54,12 +54,13 @@ INSTANTIATE_TEST_SUITE_P(
                                          StoreKind::kFusedV41IndexFp4,
                                          StoreKind::kFusedV41Fp4IndexFp8),
                        ::testing::Values(1, 2, 64, 256),
-                       ::testing::Values(SlotType::kInt32, SlotType::kInt64),
+                       ::testing::Values(SlotType::kInt32, SlotType::kInt64,
+                                         SlotType::kPageTable),
                        ::testing::Bool()),
     [](const auto& info) {
       return std::string(store_kind_name(std::get<0>(info.param))) + "_P" +
-             std::to_string(std::get<1>(info.param)) +
-             (std::get<2>(info.param) == SlotType::kInt32 ? "_i32" : "_i64") +
+             std::to_string(std::get<1>(info.param)) + "_" +
+             slot_type_name(std::get<2>(info.param)) +
              (std::get<3>(info.param) ? "_strided" : "_contiguous");
     });
 
@@ -243,6 +244,65 @@ TEST_P(FusedGuardTest, SharedSlotArray) {
   shape.reserved_slot = 0;
   StoreCase c(GetParam(), shape);
   ASSERT_TRUE(run_step(c, 40, true));
+}
+
+// ---- the page-table slot source on every paged store ---------------------------------------
+class PageTableTest : public StoreTest, public ::testing::WithParamInterface<StoreKind> {};
+
+INSTANTIATE_TEST_SUITE_P(PagedStores, PageTableTest,
+                         ::testing::ValuesIn(std::begin(kAllKinds) + 1, std::end(kAllKinds)),
+                         [](const auto& info) { return store_kind_name(info.param); });
+
+// Each way a lookup can fail, alone on one real row (PageTableSource::set_slots: a batch index
+// of the batch size, a negative position, a position past the request's pages, a negative page
+// id, a batch index of -1), and a page past the cache: each skipped and counted; the reserved
+// slot and padded rows skipped and not counted.
+TEST_P(PageTableTest, EachLookupFaultAloneIsSkippedAndCounted) {
+  CaseShape shape;
+  shape.num_tokens = 32;
+  shape.page_size = 4;
+  shape.reserved_slot = 5;
+  shape.slot_type = SlotType::kPageTable;
+  StoreCase c(GetParam(), shape);
+  const int32_t n = 24;
+  c.randomize_inputs(rng_, n);
+  c.set_count(n);
+  std::vector<int64_t> slots = distinct_slots(rng_, shape.num_tokens, c.capacity(), 5);
+  for (int i = 1; i <= 5; ++i) slots[i] = -1;  // the five lookup faults
+  slots[6] = c.capacity() + 3;                  // a page id past the cache
+  slots[7] = 5;                                 // the reserved slot
+  slots[30] = -1;                               // padded rows: a fault, and a live slot
+  slots[31] = slots[0];
+  c.set_slots(slots);
+  c.set_index_slots(slots);
+  c.upload_inputs();
+  STORE_ASSERT(c.run_device(nullptr));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  c.run_reference();
+  ASSERT_TRUE(c.outputs_match());
+  const Diagnostics d = c.device_diagnostics();
+  EXPECT_EQ(d.out_of_range_slots, has_fused_index(GetParam()) ? 12u : 6u);
+  EXPECT_EQ(d.negative_token_counts, 0u);
+}
+
+// The count's edges with and without PDL (with PDL, and without a count, the kernel reads the
+// first batch index's word in the count's place).
+TEST_P(PageTableTest, CountEdgesWithAndWithoutPdl) {
+  CaseShape shape;
+  shape.num_tokens = 40;
+  shape.page_size = 8;
+  shape.slot_type = SlotType::kPageTable;
+  for (bool pdl : {false, true}) {
+    for (int32_t n : {0, 17, 40, 41, -1}) {
+      StoreCase c(GetParam(), shape);
+      ASSERT_TRUE(run_step(c, n, true, LaunchOptions{pdl})) << "n = " << n << ", PDL " << pdl;
+      EXPECT_EQ(c.device_diagnostics().negative_token_counts, n < 0 ? 1u : 0u) << "n = " << n;
+    }
+    CaseShape uncounted = shape;
+    uncounted.count_on_device = false;
+    StoreCase c(GetParam(), uncounted);
+    ASSERT_TRUE(run_step(c, std::nullopt, true, LaunchOptions{pdl})) << "PDL " << pdl;
+  }
 }
 
 TEST_P(GuardTest, ZeroTokensWritesNothing) {

@@ -71,6 +71,15 @@ PagedKvParams kv_params() {
   return p;
 }
 
+// A page table of valid-looking (never dereferenced) pointers.
+SlotMapping page_table_slots() {
+  SlotMapping m{fake(0x10000), SlotType::kPageTable, kNoReservedSlot};
+  m.page_table = {static_cast<const int32_t*>(fake(0x12000)),
+                  static_cast<const int32_t*>(fake(0x13000)),
+                  static_cast<const int32_t*>(fake(0x14000)), 4};
+  return m;
+}
+
 struct Case {
   std::string what;
   Status status;
@@ -118,6 +127,7 @@ TEST(ArgumentChecks, StoreIndexKBf16) {
     {{"cache stride below D", S::kErrorInvalidArgument, "cache_row_stride"}, [](auto& p) { p.cache_row_stride = 8; }},
     {{"negative num_slots", S::kErrorInvalidArgument, "num_slots"}, [](auto& p) { p.num_slots = -4; }},
     {{"capacity overflow", S::kErrorCapacityOverflow, "cache"}, [](auto& p) { p.num_slots = int64_t{1} << 60; }},
+    {{"page table on a flat cache", S::kErrorNotSupported, "slots.type"}, [](auto& p) { p.slots = page_table_slots(); }},
   });
 }
 
@@ -139,12 +149,18 @@ TEST(ArgumentChecks, StoreIndexKFp8) {
     {{"bad rule", S::kErrorInvalidArgument, "cache.scale_rule"}, [](auto& p) { p.cache.scale_rule = static_cast<ScaleRule>(9); }},
     {{"k misaligned", S::kErrorMisalignedOperand, "k"}, [](auto& p) { p.k = fake(0x20008); }},
     {{"k stride below D", S::kErrorInvalidArgument, "k_row_stride"}, [](auto& p) { p.k_row_stride = 120; }},
+    {{"page table: null batch indices", S::kErrorInvalidArgument, "slots.data"}, [](auto& p) { p.slots = page_table_slots(); p.slots.data = nullptr; }},
+    {{"page table: null positions", S::kErrorInvalidArgument, "slots.page_table.positions"}, [](auto& p) { p.slots = page_table_slots(); p.slots.page_table.positions = nullptr; }},
+    {{"page table: misaligned indptr", S::kErrorMisalignedOperand, "slots.page_table.indptr"}, [](auto& p) { p.slots = page_table_slots(); p.slots.page_table.indptr = static_cast<const int32_t*>(fake(0x13002)); }},
+    {{"page table: null indices", S::kErrorInvalidArgument, "slots.page_table.indices"}, [](auto& p) { p.slots = page_table_slots(); p.slots.page_table.indices = nullptr; }},
+    {{"page table: negative batch", S::kErrorInvalidArgument, "slots.page_table.batch_size"}, [](auto& p) { p.slots = page_table_slots(); p.slots.page_table.batch_size = -1; }},
   });
 }
 
 TEST(ArgumentChecks, StorePagedKv) {
   expect_rejected<PagedKvParams>(store_paged_kv, kv_params, {
     {{"null slots", S::kErrorInvalidArgument, "slots.data"}, [](auto& p) { p.slots.data = nullptr; }},
+    {{"page table: null indices", S::kErrorInvalidArgument, "slots.page_table.indices"}, [](auto& p) { p.slots = page_table_slots(); p.slots.page_table.indices = nullptr; }},
     {{"heads 0", S::kErrorNotSupported, "num_heads"}, [](auto& p) { p.num_heads = 0; }},
     {{"heads 257", S::kErrorNotSupported, "num_heads"}, [](auto& p) { p.num_heads = 257; }},
     {{"page size 0", S::kErrorNotSupported, "page_size"}, [](auto& p) { p.page_size = 0; }},
@@ -222,6 +238,8 @@ TEST(ArgumentChecks, OwnerShardingOnPagedStores) {
 TEST(ArgumentChecks, FusedStoreCache) {
   expect_rejected<FusedStoreParams>(fused_store_cache, fused_params, {
     {{"null kv slots", S::kErrorInvalidArgument, "kv_slots.data"}, [](auto& p) { p.kv_slots.data = nullptr; }},
+    {{"page table for the index only", S::kErrorNotSupported, "index_slots.type"}, [](auto& p) { p.index_slots = page_table_slots(); }},
+    {{"page table: null kv positions", S::kErrorInvalidArgument, "kv_slots.page_table.positions"}, [](auto& p) { p.kv_slots = p.index_slots = page_table_slots(); p.kv_slots.page_table.positions = nullptr; }},
     {{"bad layout", S::kErrorInvalidArgument, "kv_cache.layout"}, [](auto& p) { p.kv_cache.layout = static_cast<MlaLayout>(5); }},
     {{"V4 with amax", S::kErrorNotSupported, "kv_cache.scale_rule"}, [](auto& p) { p.kv_cache.scale_rule = ScaleRule::kAmax; }},
     {{"V4 stride too small", S::kErrorInvalidArgument, "kv_cache.page_stride_bytes"}, [](auto& p) { p.kv_cache.page_stride_bytes = 584 * 64; }},

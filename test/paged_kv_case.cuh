@@ -3,8 +3,11 @@
 // K and V are sliced out of one qkv-like tensor [num_tokens, width] as engines do.
 #pragma once
 
+#include <optional>
+
 #include "cachestore/layout.h"
 #include "gpu_support.cuh"
+#include "page_table_source.cuh"
 #include "reference/reference.h"
 
 namespace cachestore::test {
@@ -43,7 +46,7 @@ struct KvShape {
   int32_t head_pad = 0;            // ... or D + head_pad, any number of elements
   int32_t input_offset = 0;        // the input starts this many elements into its buffer
   int32_t scale_stride = 0;        // 0 per tensor, 1 per head
-  SlotType slot_type = SlotType::kInt64;
+  SlotType slot_type = SlotType::kInt64;  // kPageTable: the slots through a page table
   int64_t reserved_slot = kNoReservedSlot;
   int32_t owner_rank = 0;
   int32_t owner_size = 1;
@@ -135,6 +138,7 @@ class KvCase {
       v_scale_ = &sc_.input(std::vector<uint8_t>(4 * h));
     }
     slots_ = &sc_.input(std::vector<uint8_t>(8 * b));
+    if (s_.slot_type == SlotType::kPageTable) table_.emplace(sc_, b);
     if (shape.count_on_device) n_ = &sc_.input(std::vector<uint8_t>(4));
     diagnostics_ = &sc_.output(sizeof(Diagnostics), 0, "diagnostics");
   }
@@ -199,6 +203,7 @@ class KvCase {
   }
   void set_count(int32_t n) { n_->host = as_bytes(std::vector<int32_t>{n}); }
   void set_slots(const std::vector<int64_t>& slots) {
+    if (table_) return table_->set_slots(slots, s_.page_size, pages_ * s_.owner_size);
     slots_->host = slots_as_bytes(slots, s_.slot_type);
   }
   void upload_inputs() { sc_.upload_inputs(); }
@@ -223,7 +228,9 @@ class KvCase {
     PagedKvParams p;
     p.batch = {s_.num_tokens, n_ ? static_cast<const int32_t*>(n_->ptr(side)) : nullptr,
                static_cast<Diagnostics*>(diagnostics_->ptr(side))};
-    p.slots = {slots_->ptr(side), s_.slot_type, s_.reserved_slot, s_.owner_rank, s_.owner_size};
+    p.slots = table_ ? table_->slots(side, s_.reserved_slot, s_.owner_rank, s_.owner_size)
+                     : SlotMapping{slots_->ptr(side), s_.slot_type, s_.reserved_slot,
+                                   s_.owner_rank, s_.owner_size};
     p.num_heads = s_.heads;
     p.input_type = s_.input_type;
     p.cache_type = s_.cache_type;
@@ -259,6 +266,7 @@ class KvCase {
   Mirror *input_ = nullptr, *k_cache_ = nullptr, *v_cache_ = nullptr;
   Mirror *k_scale_ = nullptr, *v_scale_ = nullptr, *slots_ = nullptr, *n_ = nullptr;
   Mirror* diagnostics_ = nullptr;
+  std::optional<PageTableSource> table_;
 };
 
 }  // namespace cachestore::test

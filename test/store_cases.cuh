@@ -7,6 +7,7 @@
 
 #include "cachestore/layout.h"
 #include "gpu_support.cuh"
+#include "page_table_source.cuh"
 #include "reference/reference.h"
 
 namespace cachestore::test {
@@ -82,7 +83,7 @@ struct CaseShape {
   int32_t page_size = 64;
   int32_t head_dim = 128;        // index-K (bf16 or fp8)
   bool strided = false;          // inputs and (bf16) cache rows with padding; padded pages
-  SlotType slot_type = SlotType::kInt64;
+  SlotType slot_type = SlotType::kInt64;  // kPageTable: the slots through a page table
   int64_t reserved_slot = kNoReservedSlot;
   bool count_on_device = true;   // false: num_tokens_non_padded = nullptr
   bool shared_slots = false;     // fused: index_slots is the kv_slots array
@@ -132,6 +133,10 @@ class StoreCase {
     }
     pages_ = pages;
     slots_ = &sc_.input(std::vector<uint8_t>(8 * b));
+    if (shape.slot_type == SlotType::kPageTable) {
+      table_.emplace(sc_, b);
+      if (index_slots_ != nullptr) index_table_.emplace(sc_, b);
+    }
     if (shape.count_on_device) n_ = &sc_.input(std::vector<uint8_t>(4));
     diagnostics_ = &sc_.output(sizeof(Diagnostics), 0, "diagnostics");
   }
@@ -160,9 +165,12 @@ class StoreCase {
     if (n_ != nullptr) n_->host = as_bytes(std::vector<int32_t>{n});
   }
   void set_slots(const std::vector<int64_t>& slots) {
+    if (table_) return table_->set_slots(slots, shape_.page_size, pages_ * shape_.owner_size);
     slots_->host = slots_as_bytes(slots, shape_.slot_type);
   }
   void set_index_slots(const std::vector<int64_t>& slots) {
+    if (index_table_)
+      return index_table_->set_slots(slots, shape_.page_size, pages_ * shape_.owner_size);
     if (index_slots_ != nullptr) index_slots_->host = slots_as_bytes(slots, shape_.slot_type);
   }
   void upload_inputs() { sc_.upload_inputs(); }
@@ -204,8 +212,13 @@ class StoreCase {
   Status dispatch(Side side, cudaStream_t stream, LaunchOptions launch) {
     Batch batch{shape_.num_tokens, static_cast<const int32_t*>(ptr(n_, side)),
                 static_cast<Diagnostics*>(ptr(diagnostics_, side))};
-    SlotMapping slots{ptr(slots_, side), shape_.slot_type, shape_.reserved_slot,
-                      shape_.owner_rank, shape_.owner_size};
+    const auto mapping = [&](Mirror* data, std::optional<PageTableSource>& table) {
+      return table ? table->slots(side, shape_.reserved_slot, shape_.owner_rank,
+                                  shape_.owner_size)
+                   : SlotMapping{ptr(data, side), shape_.slot_type, shape_.reserved_slot,
+                                 shape_.owner_rank, shape_.owner_size};
+    };
+    const SlotMapping slots = mapping(slots_, table_);
     const ScaleRule index_rule =
         kind_ == StoreKind::kIndexKFp8Pow2 ? ScaleRule::kPow2 : ScaleRule::kAmax;
     IndexKFp8Cache index_cache{nullptr, pages_, shape_.page_size, index_stride_, shape_.head_dim,
@@ -268,11 +281,7 @@ class StoreCase {
         if (has_fused_index(kind_)) {
           p.index_k = ptr(k_, side);
           p.index_k_row_stride = k_stride_;
-          p.index_slots = shape_.shared_slots
-                              ? slots
-                              : SlotMapping{ptr(index_slots_, side), shape_.slot_type,
-                                            shape_.reserved_slot, shape_.owner_rank,
-                                            shape_.owner_size};
+          p.index_slots = shape_.shared_slots ? slots : mapping(index_slots_, index_table_);
           if (has_fp4_index(kind_)) {
             p.index_format = IndexKFormat::kFp4;
             p.index_fp4_cache = fp4_cache;
@@ -298,6 +307,7 @@ class StoreCase {
   Mirror *k_ = nullptr, *nope_ = nullptr, *rope_ = nullptr, *slots_ = nullptr;
   Mirror *index_slots_ = nullptr, *n_ = nullptr, *cache_ = nullptr, *index_cache_ = nullptr;
   Mirror* diagnostics_ = nullptr;
+  std::optional<PageTableSource> table_, index_table_;
 };
 
 // Slots of one step: real rows (< n) get distinct slots, with a few -1, reserved and

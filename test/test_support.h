@@ -79,6 +79,15 @@ inline std::vector<int64_t> padded_replay_slots(std::mt19937_64& rng, int64_t ro
   return slots;
 }
 
+inline const char* slot_type_name(SlotType type) {
+  switch (type) {
+    case SlotType::kInt32: return "i32";
+    case SlotType::kInt64: return "i64";
+    case SlotType::kPageTable: return "page_table";
+  }
+  return "?";
+}
+
 inline std::vector<uint8_t> slots_as_bytes(const std::vector<int64_t>& slots, SlotType type) {
   std::vector<uint8_t> bytes;
   if (type == SlotType::kInt64) {

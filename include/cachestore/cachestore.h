@@ -2,7 +2,8 @@
 //
 // Every entry point stores row i of a (possibly padded) batch if and only if
 //   i < num_tokens, i < n (n = *num_tokens_non_padded, read on the device at run time,
-//   clamped to [0, num_tokens]), 0 <= slot[i], slot[i] != reserved_slot, slot[i] < capacity.
+//   clamped to [0, num_tokens]), 0 <= slot[i], slot[i] != reserved_slot, slot[i] < capacity,
+// where slot[i] comes from a slot mapping or, for the paged caches, a page table (PageTable).
 // A row that fails writes nothing. Nothing in a call synchronizes, allocates or copies to the
 // host, so every call can be captured in a CUDA graph. Host-checkable faults return a Status
 // before anything is launched; last_error_message() names the offending argument. check(params)
@@ -41,14 +42,16 @@ CACHESTORE_EXPORT const char* last_error_message();
 // Library version as MAJOR*10000 + MINOR*100 + PATCH.
 CACHESTORE_EXPORT int32_t version();
 
-enum class SlotType : int32_t { kInt32 = 0, kInt64 = 1 };
+// kPageTable: the slots come from a page table (SlotMapping::page_table), paged caches only.
+enum class SlotType : int32_t { kInt32 = 0, kInt64 = 1, kPageTable = 2 };
 
 inline constexpr int64_t kNoReservedSlot = -1;
 
 // Device-resident counters of caller bugs, incremented atomically by the kernels; the caller
 // zeroes them and reads them back whenever it likes (graph-safe, never a device trap).
 struct Diagnostics {
-  unsigned long long out_of_range_slots;     // real rows (i < n) whose slot >= capacity
+  unsigned long long out_of_range_slots;     // real rows (i < n) whose slot >= capacity, or
+                                             // whose page-table lookup fails
   unsigned long long negative_token_counts;  // launches that read n < 0 (treated as 0)
 };
 
@@ -59,8 +62,24 @@ struct Batch {
   Diagnostics* diagnostics = nullptr;              // device, optional
 };
 
+// A page table as the slot source (FlashInfer's form; SlotType::kPageTable): row i's slot is
+//   indices[indptr[b] + pos / P] * P + pos % P,  b = batch_indices[i], pos = positions[i],
+// P the cache's page size. A real row whose b is outside [0, batch_size), whose pos is negative,
+// or whose page indptr[b] + pos / P is not below indptr[b + 1] (or is negative, or holds a
+// negative page id) is not stored and counts as out of range. batch_indices and positions are
+// read for every row of the padded batch, as a slot mapping is; indptr and indices only for real
+// rows, so a padded row never reads past indptr[0 .. batch_size].
+struct PageTable {
+  const int32_t* positions = nullptr;  // device [num_tokens]: the row's position in its request
+  const int32_t* indptr = nullptr;     // device [batch_size + 1]: request b's pages start at
+                                       // indices[indptr[b]]
+  const int32_t* indices = nullptr;    // device page ids
+  int32_t batch_size = 0;
+};
+
 struct SlotMapping {
-  const void* data = nullptr;               // device [num_tokens] int32 or int64
+  const void* data = nullptr;               // device [num_tokens] int32 or int64; kPageTable:
+                                            // int32 batch_indices
   SlotType type = SlotType::kInt64;
   int64_t reserved_slot = kNoReservedSlot;  // e.g. 0 for SGLang's padding sink; -1 = none
   // Page-owner sharding (context parallel), paged caches only: slots are global; page
@@ -70,6 +89,7 @@ struct SlotMapping {
   // flat bf16 index-K store has no pages and ignores both.
   int32_t owner_rank = 0;
   int32_t owner_size = 1;
+  PageTable page_table;                     // SlotType::kPageTable only
 };
 
 struct LaunchOptions {

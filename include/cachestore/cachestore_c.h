@@ -25,7 +25,7 @@ enum {
   CACHESTORE_ERROR_ARCH_MISMATCH = 5,
   CACHESTORE_ERROR_CUDA_RUNTIME = 6
 };
-enum { CACHESTORE_SLOT_INT32 = 0, CACHESTORE_SLOT_INT64 = 1 };
+enum { CACHESTORE_SLOT_INT32 = 0, CACHESTORE_SLOT_INT64 = 1, CACHESTORE_SLOT_PAGE_TABLE = 2 };
 enum { CACHESTORE_SCALE_AMAX = 0, CACHESTORE_SCALE_POW2 = 1 };
 enum { CACHESTORE_MLA_V4 = 0, CACHESTORE_MLA_V32 = 1, CACHESTORE_MLA_V41 = 2,
        CACHESTORE_MLA_V41_FP4 = 3 };
@@ -115,6 +115,19 @@ typedef struct cachestore_slots_t {
   int32_t pad0;           /* zero */
 } cachestore_slots_t;
 
+/* A page table as the slot source (slot_type CACHESTORE_SLOT_PAGE_TABLE, paged caches; the
+ * slots struct's data is then the int32 batch_indices): row i's slot is
+ * indices[indptr[b] + pos / P] * P + pos % P with b = batch_indices[i], pos = positions[i]
+ * (cachestore.h PageTable: a failed lookup on a real row is skipped and counted). Appended (0.6)
+ * to each paged store's params struct; all zero with any other slot_type. */
+typedef struct cachestore_page_table_t {
+  const int32_t* positions;  /* device int32 [num_tokens] */
+  const int32_t* indptr;     /* device int32 [batch_size + 1] */
+  const int32_t* indices;    /* device int32 page ids */
+  int32_t batch_size;
+  int32_t pad0;              /* zero */
+} cachestore_page_table_t;
+
 /* The batch fields every params struct starts with, after struct_size. */
 #define CACHESTORE_BATCH_FIELDS                                                            \
   uint32_t struct_size;                                                                    \
@@ -148,6 +161,8 @@ typedef struct cachestore_index_k_fp8_params_t {
   cachestore_slots_t slots;
   const void* k; int64_t k_row_stride;          /* bf16 [num_tokens, head_dim], elements */
   cachestore_index_k_fp8_cache_t cache;
+  /* Appended in 0.6 (the 0.2 struct is 120 bytes, the 0.6 one 152): */
+  cachestore_page_table_t page_table;           /* slots.slot_type CACHESTORE_SLOT_PAGE_TABLE */
 } cachestore_index_k_fp8_params_t;
 
 /* The 68-byte fp4 indexer layout (D = 128): [P x D/2 e2m1][P x D/32 UE8M0] per page. */
@@ -166,6 +181,8 @@ typedef struct cachestore_index_k_fp4_params_t {
   cachestore_slots_t slots;
   const void* k; int64_t k_row_stride;          /* bf16 [num_tokens, head_dim], elements */
   cachestore_index_k_fp4_cache_t cache;
+  /* Appended in 0.6 (the 0.3 struct is 120 bytes, the 0.6 one 152): */
+  cachestore_page_table_t page_table;           /* slots.slot_type CACHESTORE_SLOT_PAGE_TABLE */
 } cachestore_index_k_fp4_params_t;
 
 typedef struct cachestore_fused_store_params_t {
@@ -184,6 +201,9 @@ typedef struct cachestore_fused_store_params_t {
   int32_t index_format;                         /* CACHESTORE_INDEX_K_*; 0 = fp8 */
   int32_t pad1;
   cachestore_index_k_fp4_cache_t index_fp4_cache; /* index_format CACHESTORE_INDEX_K_FP4 */
+  /* Appended in 0.6 (336 bytes): the page tables of kv_slots and index_slots. */
+  cachestore_page_table_t kv_page_table;
+  cachestore_page_table_t index_page_table;
 } cachestore_fused_store_params_t;
 
 /* One side (K or V) of store_paged_kv: the input and the cache view (cachestore.h). */
@@ -211,6 +231,8 @@ typedef struct cachestore_paged_kv_params_t {
   int64_t v_chunk_stride;
   int64_t k_dim_stride;   /* elements between consecutive d; 0 means 1 */
   int64_t v_dim_stride;
+  /* Appended in 0.6 (320 bytes): */
+  cachestore_page_table_t page_table;           /* slots.slot_type CACHESTORE_SLOT_PAGE_TABLE */
 } cachestore_paged_kv_params_t;
 
 CACHESTORE_EXPORT cachestore_status_t cachestore_store_index_k_bf16_v2(

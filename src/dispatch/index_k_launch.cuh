@@ -12,12 +12,13 @@
 namespace cachestore::detail {
 
 // The index-K kernels: one row on `lanes` lanes (blockDim.x), rows per block from the policy and
-// n, the instantiation `kernel_for(SlotT{}, std::bool_constant<kPdl>{})` for the slot type and
-// the PDL choice.
-template <typename Args, typename KernelFor>
+// n, the instantiation `kernel_for(SlotT{}, std::bool_constant<kPdl>{})` for the slot source and
+// the PDL choice. A paged store passes its page table (`table`, its kernels' last parameter);
+// the flat bf16 store none (its slots are a mapping).
+template <typename Args, typename KernelFor, typename... Table>
 Status launch_index_k(KernelFor kernel_for, const Batch& batch, SlotType slot_type,
                       const LaunchOptions& launch, const ArchInfo& arch, int32_t lanes,
-                      const Args& args, cudaStream_t stream) {
+                      const Args& args, cudaStream_t stream, const Table&... table) {
   const int32_t rows =
       tuning::index_k_rows_per_block(arch.policy, batch.num_tokens, lanes, arch.sm_count);
   dim3 grid;
@@ -25,9 +26,14 @@ Status launch_index_k(KernelFor kernel_for, const Batch& batch, SlotType slot_ty
   const bool pdl = use_pdl(launch, arch);
   const kernels::GuardArgs guard = guard_args(batch, pdl, grid, arch);
   return with_pdl(pdl, [&](auto pdl_constant) {
-    return launch_store(slot_type == SlotType::kInt32 ? kernel_for(int32_t{}, pdl_constant)
-                                                      : kernel_for(int64_t{}, pdl_constant),
-                        grid, dim3(lanes, rows), stream, pdl_constant, guard, args);
+    const auto for_slot = [&](auto slot) { return kernel_for(slot, pdl_constant); };
+    if constexpr (sizeof...(Table) == 0) {
+      return launch_store(with_mapping_type(slot_type, for_slot), grid, dim3(lanes, rows), stream,
+                          pdl_constant, guard, args);
+    } else {
+      return launch_store(with_slot_type(slot_type, for_slot), grid, dim3(lanes, rows), stream,
+                          pdl_constant, guard, args, table...);
+    }
   });
 }
 
@@ -69,7 +75,8 @@ Status launch_paged_index_k(const Params& p, const ArchInfo& arch, KernelFor ker
           return with_index_k_dim<decltype(values)::value>(
               p.cache.head_dim, [&](auto dim) { return kernel_for(slot, values, pdl, dim); });
         },
-        p.batch, p.slots.type, p.launch, arch, 1 << args.lanes_log2, args, stream);
+        p.batch, p.slots.type, p.launch, arch, 1 << args.lanes_log2, args, stream,
+        page_table_args(p.slots, p.cache.page_size));
   });
 }
 

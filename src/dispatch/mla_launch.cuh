@@ -15,9 +15,16 @@
 
 namespace cachestore::detail {
 
+// The fused index-K cache's page size (its format's cache).
+inline int32_t index_page_size(const FusedStoreParams& p) {
+  return p.index_format == IndexKFormat::kFp4 ? p.index_fp4_cache.page_size
+                                              : p.index_cache.page_size;
+}
+
 template <MlaLayout kLayout, ScaleRule kKvRule, IndexKFormat kIndex, typename SlotT, int kN>
 Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kernels::MlaArgs& kv,
                     const kernels::IndexKArgs& index, cudaStream_t stream) {
+  const kernels::PageTableArgs kv_table = page_table_args(p.kv_slots, p.kv_cache.page_size);
   // A row's KV record takes 512 / kN lanes: the rows per block halve at 8 values a lane, so that
   // the block stays within the launch bounds.
   constexpr int32_t kWarpsPerRow = kernels::kMlaRowLanes<kN> / 32;
@@ -36,12 +43,13 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
     constexpr bool kPdl = decltype(pdl_constant)::value;
     if (p.index_k == nullptr)
       return launch_store(kernels::mla_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl>, grid,
-                          block, stream, pdl_constant, guard, kv);
+                          block, stream, pdl_constant, guard, kv, kv_table);
     // The index rows' D as in store_index_k_fp8 / _fp4.
     return with_index_k_dim<kN>(index.head_dim, [&](auto dim) {
       return launch_store(kernels::fused_store_kernel<kLayout, kKvRule, kIndex, SlotT, kN, kPdl,
                                                       decltype(dim)::value>,
-                          grid, block, stream, pdl_constant, guard, kv, index);
+                          grid, block, stream, pdl_constant, guard, kv, index, kv_table,
+                          page_table_args(p.index_slots, index_page_size(p)));
     });
   });
 }

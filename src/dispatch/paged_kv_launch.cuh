@@ -92,6 +92,7 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
 
   const bool pdl = use_pdl(p.launch, arch);
   const kernels::GuardArgs guard = guard_args(p.batch, pdl, grid, arch);
+  const kernels::PageTableArgs table = page_table_args(p.slots, p.page_size);
   const auto launch_for_input = [&](auto input) {
     constexpr KvDataType kIn = decltype(input)::value;
     return with_pdl(pdl, [&](auto pdl_constant) {
@@ -100,9 +101,9 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
         using SlotT = decltype(slot);
         if (fast)
           return launch_store(kernels::paged_kv_kernel<SlotT, kCache, kIn, kPdl>, grid, block,
-                              stream, pdl_constant, guard, args);
+                              stream, pdl_constant, guard, args, table);
         return launch_store(kernels::paged_kv_general_kernel<SlotT, kCache, kIn, kPdl>, grid,
-                            block, stream, pdl_constant, guard, args);
+                            block, stream, pdl_constant, guard, args, table);
       });
     });
   };

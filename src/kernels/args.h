@@ -59,6 +59,22 @@ struct FastDivmod {
 #endif
 };
 
+// The page-table slot source (SlotType::kPageTable, FlashInfer's form): a row's slot is
+// indices[indptr[b] + pos / P] * P + pos % P, b and pos read from SlotArgs::data (the batch
+// indices) and `positions`. A trailing kernel parameter, read only by the kernels instantiated
+// for PageTableSlots, so that no parameter of any other kernel moves in the constant bank.
+struct PageTableArgs {
+  const int32_t* positions;     // device [num_tokens]
+  const int32_t* indptr;        // device [batch + 1]
+  const int32_t* indices;       // device page ids, indexed by indptr
+  int32_t batch;
+  FastDivmod page;              // P of the cache the slots address
+};
+static_assert(sizeof(PageTableArgs) == 40, "PageTableArgs: five 8-byte words");
+
+// The SlotT of the kernels that read a page table (the others' SlotT is the mapping's type).
+struct PageTableSlots {};
+
 struct IndexKBf16Args {
   SlotArgs slots;
   const uint16_t* k;            // [num_tokens, D] bf16, row stride k_row_stride elements

@@ -17,14 +17,14 @@ __global__ void index_k_bf16_kernel(const GuardArgs guard, const IndexKBf16Args 
   int vec = threadIdx.x;
   const uint16_t* first = a.k + (row * a.k_row_stride + 8 * vec);
   const bool has_first = vec < a.vecs_per_row;
-  GuardSources<SlotT> sources(guard, a.slots, row);
+  GuardSources<SlotT> sources(guard, a.slots, PageTableArgs{}, row);
   begin_row<kPdl, kPinned>(guard, sources, first);
   if (row >= guard.num_tokens) return;
   const uint16_t* src = a.k + row * a.k_row_stride;
   const uint4 first_vec = has_first ? load_global<kPinned>(reinterpret_cast<const uint4*>(first))
                                     : uint4{};
   const int64_t n = sources.template load_count<kPinned>(guard);
-  const int64_t slot = sources.template load_slot<kPinned>();
+  const int64_t slot = sources.template load_slot<kPinned>(n);
   // No exit between the loads: an EXIT waits for the loads in flight, and the compiler would
   // issue the count and slot loads after it.
   if (!row_is_stored(guard, a.slots, row, n, slot, 0, threadIdx.x == 0)) return;

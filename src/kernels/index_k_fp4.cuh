@@ -13,10 +13,11 @@ namespace cachestore::kernels {
 // kDim: D compiled in (0: the run-time head_dim), as for the fp8 row.
 template <typename SlotT, int kN, bool kPdl, bool kPinned = kPdl, int kDim = 0>
 __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, const IndexKArgs& a,
+                                                      const PageTableArgs& table,
                                                       int64_t row, int lane, bool live,
                                                       bool count_negative = true) {
   constexpr int kGroupLanes = layout::index_k_format(IndexKFormat::kFp4).group / kN;
-  guarded_index_k_row<SlotT, kN, kGroupLanes, kPdl, kPinned, kDim>(guard, a, row, lane, live,
+  guarded_index_k_row<SlotT, kN, kGroupLanes, kPdl, kPinned, kDim>(guard, a, table, row, lane, live,
                                                              count_negative,
                                                     [&](Bf16Vals<kN>& x, float amax,
                                                         const PagePosition& pos) {
@@ -48,9 +49,10 @@ template <>
 struct IndexKRow<IndexKFormat::kFp4> {
   template <typename SlotT, int kN, bool kPdl, bool kPinned, int kDim>
   __device__ __forceinline__ static void store(const GuardArgs& guard, const IndexKArgs& a,
+                                               const PageTableArgs& table,
                                                int64_t row, int lane, bool live,
                                                bool count_negative) {
-    store_index_k_fp4_row<SlotT, kN, kPdl, kPinned, kDim>(guard, a, row, lane, live,
+    store_index_k_fp4_row<SlotT, kN, kPdl, kPinned, kDim>(guard, a, table, row, lane, live,
                                                           count_negative);
   }
 };
@@ -61,9 +63,9 @@ struct IndexKRow<IndexKFormat::kFp4> {
 template <typename SlotT, int kN, bool kPdl, int kDim = 0>
 __global__ void __launch_bounds__(tuning::kMaxBlockThreads,
                                   tuning::kIndexKThreadsPerSm / tuning::kMaxBlockThreads)
-index_k_fp4_kernel(const GuardArgs guard, const IndexKArgs a) {
+index_k_fp4_kernel(const GuardArgs guard, const IndexKArgs a, const PageTableArgs table) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  store_index_k_fp4_row<SlotT, kN, kPdl, true, kDim>(guard, a, row, threadIdx.x,
+  store_index_k_fp4_row<SlotT, kN, kPdl, true, kDim>(guard, a, table, row, threadIdx.x,
                                                      row < guard.num_tokens);
 }
 

@@ -14,11 +14,12 @@ namespace cachestore::kernels {
 // reads nothing but still takes part in the group's shuffles, which need the whole warp.
 template <typename SlotT, int kN, ScaleRule kRule, bool kPdl, bool kPinned = kPdl, int kDim = 0>
 __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
-                                                      const IndexKArgs& a, int64_t row,
+                                                      const IndexKArgs& a,
+                                                      const PageTableArgs& table, int64_t row,
                                                       int lane, bool live,
                                                       bool count_negative = true) {
   constexpr int kBlockLanes = layout::index_k_format(IndexKFormat::kFp8).group / kN;
-  guarded_index_k_row<SlotT, kN, kBlockLanes, kPdl, kPinned, kDim>(guard, a, row, lane, live,
+  guarded_index_k_row<SlotT, kN, kBlockLanes, kPdl, kPinned, kDim>(guard, a, table, row, lane, live,
                                                           count_negative,
                                                     [&](Bf16Vals<kN>& x, float amax,
                                                         const PagePosition& pos) {
@@ -59,14 +60,15 @@ struct IndexKRow<IndexKFormat::kFp8> {
   // before the loads, which is off the chain between the loads and the stores).
   template <typename SlotT, int kN, bool kPdl, bool kPinned, int kDim>
   __device__ __forceinline__ static void store(const GuardArgs& guard, const IndexKArgs& a,
+                                               const PageTableArgs& table,
                                                int64_t row, int lane, bool live,
                                                bool count_negative) {
     if (a.cache.rule == ScaleRule::kPow2) {
       store_index_k_fp8_row<SlotT, kN, ScaleRule::kPow2, kPdl, kPinned, kDim>(
-          guard, a, row, lane, live, count_negative);
+          guard, a, table, row, lane, live, count_negative);
     } else {
       store_index_k_fp8_row<SlotT, kN, ScaleRule::kAmax, kPdl, kPinned, kDim>(
-          guard, a, row, lane, live, count_negative);
+          guard, a, table, row, lane, live, count_negative);
     }
   }
 };
@@ -75,9 +77,9 @@ struct IndexKRow<IndexKFormat::kFp8> {
 template <typename SlotT, int kN, ScaleRule kRule, bool kPdl, bool kPinned = kPdl, int kDim = 0>
 __global__ void __launch_bounds__(tuning::kMaxBlockThreads,
                                   tuning::kIndexKThreadsPerSm / tuning::kMaxBlockThreads)
-index_k_fp8_kernel(const GuardArgs guard, const IndexKArgs a) {
+index_k_fp8_kernel(const GuardArgs guard, const IndexKArgs a, const PageTableArgs table) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  store_index_k_fp8_row<SlotT, kN, kRule, kPdl, kPinned, kDim>(guard, a, row, threadIdx.x,
+  store_index_k_fp8_row<SlotT, kN, kRule, kPdl, kPinned, kDim>(guard, a, table, row, threadIdx.x,
                                                                row < guard.num_tokens);
 }
 

@@ -25,15 +25,16 @@ __device__ __forceinline__ int index_k_dim(const IndexKArgs& a) {
 template <typename SlotT, int kN, int kGroupLanes, bool kPdl, bool kPinned, int kDim,
           typename Store>
 __device__ __forceinline__ void guarded_index_k_row(const GuardArgs& guard, const IndexKArgs& a,
+                                                    const PageTableArgs& table,
                                                     int64_t row, int lane, bool live,
                                                     bool count_negative, Store&& store) {
   const bool active = live && lane * kN < index_k_dim<kDim>(a);
   const uint16_t* src = a.k + (row * a.k_row_stride + lane * kN);
-  GuardSources<SlotT> sources(guard, a.slots, row);
+  GuardSources<SlotT> sources(guard, a.slots, table, row);
   begin_row<kPdl, kPinned>(guard, sources, src);
   auto x = Bf16Vals<kN>::template load<kPinned>(src, active);
   const int64_t n = sources.template load_count<kPinned>(guard);
-  const int64_t slot = live ? sources.template load_slot<kPinned>() : -1;
+  const int64_t slot = live ? sources.template load_slot<kPinned>(n) : -1;
   const float amax = group_amax<kGroupLanes>(x.amax());
   if (!active) return;
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);

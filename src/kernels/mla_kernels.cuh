@@ -14,12 +14,12 @@ namespace cachestore::kernels {
 template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl>
 __global__ void __launch_bounds__(tuning::kMaxBlockThreads,
                                   tuning::kMlaThreadsPerSm / tuning::kMaxBlockThreads)
-mla_store_kernel(const GuardArgs guard, const MlaArgs kv) {
+mla_store_kernel(const GuardArgs guard, const MlaArgs kv, const PageTableArgs kv_table) {
   constexpr int kWarpsPerRow = kMlaRowLanes<kN> / 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / kWarpsPerRow) +
                       threadIdx.y / kWarpsPerRow;
   const int lane = static_cast<int>(threadIdx.y % kWarpsPerRow) * 32 + static_cast<int>(threadIdx.x);
-  MlaRow<kLayout>::template store<kRule, SlotT, kN, kPdl>(guard, kv, row, lane,
+  MlaRow<kLayout>::template store<kRule, SlotT, kN, kPdl>(guard, kv, kv_table, row, lane,
                                                           row < guard.num_tokens);
 }
 
@@ -35,7 +35,8 @@ template <MlaLayout kLayout, ScaleRule kKvRule, IndexKFormat kIndex, typename Sl
           bool kPdl, int kIndexDim = 0>
 __global__ void __launch_bounds__(tuning::kMaxBlockThreads,
                                   tuning::kMlaThreadsPerSm / tuning::kMaxBlockThreads)
-fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs index) {
+fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs index,
+                   const PageTableArgs kv_table, const PageTableArgs index_table) {
   constexpr int kWarpsPerRow = kMlaRowLanes<kN> / 32;
   const int32_t rows_per_block = guard.rows_per_block;
   const int warp = threadIdx.y;
@@ -43,7 +44,7 @@ fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs ind
   if (warp < rows_per_block * kWarpsPerRow) {
     const int64_t row = first_row + warp / kWarpsPerRow;
     const int lane = (warp % kWarpsPerRow) * 32 + static_cast<int>(threadIdx.x);
-    MlaRow<kLayout>::template store<kKvRule, SlotT, kN, kPdl>(guard, kv, row, lane,
+    MlaRow<kLayout>::template store<kKvRule, SlotT, kN, kPdl>(guard, kv, kv_table, row, lane,
                                                               row < guard.num_tokens);
   } else {
     // Whole index warps: lanes past the block's rows or the batch stay for the shuffles.
@@ -55,7 +56,7 @@ fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs ind
     // The KV warps count a negative n for the launch.
     const int lane = local & ((1 << lanes_log2) - 1);
     constexpr bool kPinned = kPdl || kIndexDim != 0;
-    IndexKRow<kIndex>::template store<SlotT, kN, kPdl, kPinned, kIndexDim>(guard, index, row,
+    IndexKRow<kIndex>::template store<SlotT, kN, kPdl, kPinned, kIndexDim>(guard, index, index_table, row,
                                                                           lane, live, false);
   }
 }

@@ -14,8 +14,8 @@ namespace cachestore::kernels {
 template <int kN>
 inline constexpr int kMlaRowLanes = 512 / kN;
 
-// The row of a layout: `MlaRow<kLayout>::store<kRule, SlotT, kN, kPdl>(guard, kv, row, lane,
-// live)`, specialized in the layout's kernel header. kRule is the cache's scale rule where the
+// The row of a layout: `MlaRow<kLayout>::store<kRule, SlotT, kN, kPdl>(guard, kv, table, row,
+// lane, live)`, specialized in the layout's kernel header. kRule is the cache's scale rule where the
 // layout reads one (layout::MlaLayoutInfo::scale_rule_selectable), else kPow2 and unread.
 template <MlaLayout kLayout>
 struct MlaRow;
@@ -46,7 +46,7 @@ __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, con
                                                      int64_t row, int lane, bool live,
                                                      const Bf16Vals<kN>& x) {
   const int64_t n = sources.template load_count<kPdl>(guard);
-  const int64_t slot = live ? sources.template load_slot<kPdl>() : -1;
+  const int64_t slot = live ? sources.template load_slot<kPdl>(n) : -1;
   const float amax = group_amax<kTileLanes>(x.amax());
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
   return {amax, pos, row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)};
@@ -64,11 +64,13 @@ __device__ __forceinline__ int64_t mla_input_row(int64_t row, bool live) { retur
 // slot, then guard_mla_row.
 template <typename SlotT, int kTileLanes, bool kPdl, int kN>
 __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& guard,
-                                                             const MlaArgs& a, int64_t row,
+                                                             const MlaArgs& a,
+                                                             const PageTableArgs& table,
+                                                             int64_t row,
                                                              int lane, bool live, int nope_lanes,
                                                              Bf16Vals<kN>& x) {
   const uint16_t* src = nope_or_rope_source<kN>(a, mla_input_row(row, live), lane, nope_lanes);
-  GuardSources<SlotT> sources(guard, a.slots, row);
+  GuardSources<SlotT> sources(guard, a.slots, table, row);
   begin_row<kPdl>(guard, sources, src);
   x = Bf16Vals<kN>::template load<kPdl>(src);
   return guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, live, x);

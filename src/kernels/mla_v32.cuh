@@ -13,6 +13,7 @@ template <>
 struct MlaRow<MlaLayout::kV32> {
   template <ScaleRule kRule, typename SlotT, int kN, bool kPdl>
   __device__ __forceinline__ static void store(const GuardArgs& guard, const MlaArgs& a,
+                                               const PageTableArgs& table,
                                                int64_t row, int lane, bool live) {
     constexpr layout::PagedRows kRows = layout::mla_layout(MlaLayout::kV32).rows;
     constexpr int kRopeLanes = layout::kRopeDim / 8;
@@ -22,7 +23,7 @@ struct MlaRow<MlaLayout::kV32> {
     const int64_t input_row = mla_input_row(row, live);
     const uint16_t* nope = a.nope + (input_row * a.nope_row_stride + kN * lane);
     const uint16_t* rope_src = a.rope + (input_row * a.rope_row_stride + 8 * lane);
-    GuardSources<SlotT> sources(guard, a.slots, row);
+    GuardSources<SlotT> sources(guard, a.slots, table, row);
     begin_row<kPdl>(guard, sources, nope, rope_src);
     auto x = Bf16Vals<kN>::template load<kPdl>(nope);
     const uint4 rope = lane < kRopeLanes

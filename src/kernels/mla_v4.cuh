@@ -12,6 +12,7 @@ template <>
 struct MlaRow<MlaLayout::kV4> {
   template <ScaleRule kRule, typename SlotT, int kN, bool kPdl>
   __device__ __forceinline__ static void store(const GuardArgs& guard, const MlaArgs& a,
+                                               const PageTableArgs& table,
                                                int64_t row, int lane, bool live) {
     constexpr layout::PagedRows kRows = layout::mla_layout(MlaLayout::kV4).rows;
     constexpr int kNopeDim = layout::mla_layout(MlaLayout::kV4).nope_dim;
@@ -21,7 +22,7 @@ struct MlaRow<MlaLayout::kV4> {
     const bool is_nope = lane < kNopeLanes;
     Bf16Vals<kN> x;
     const auto [amax, pos, stored] =
-        load_nope_or_rope_row<SlotT, kTileLanes, kPdl>(guard, a, row, lane, live, kNopeLanes, x);
+        load_nope_or_rope_row<SlotT, kTileLanes, kPdl>(guard, a, table, row, lane, live, kNopeLanes, x);
     if (!stored) return;
 
     const auto [data_row, scale_row] = split_row_pointers(kRows, a, pos);

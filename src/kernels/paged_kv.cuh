@@ -101,7 +101,8 @@ __device__ __forceinline__ int64_t dim_offset(const KvDimArgs& l, int64_t d) {
 // kernel (kW = 8; 16-byte loads; d contiguous, aligned: one store); else the general kernel's
 // (loads of kW values; a store per contiguous vector, or per value).
 template <int kW, bool kFast, typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
-__device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const PagedKvArgs& a) {
+__device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const PagedKvArgs& a,
+                                                const PageTableArgs& table) {
   using In = KvElement<kIn>;
   using Out = std::conditional_t<kCache == KvCacheType::kAuto, In, uint8_t>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -115,7 +116,7 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
   const In* src = reinterpret_cast<const In*>(side.src) +
                   (row * side.token_stride + head * side.head_stride + kW * vec);
   const float* scale_src = side.scale + static_cast<int64_t>(head) * side.scale_stride;
-  GuardSources<SlotT> sources(guard, a.slots, row);
+  GuardSources<SlotT> sources(guard, a.slots, table, row);
   if constexpr (kCache == KvCacheType::kAuto) {
     begin_row<kPdl>(guard, sources, src);
   } else {
@@ -133,7 +134,7 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
   float scale = 0.0f;
   if constexpr (kCache != KvCacheType::kAuto) scale = load_global<kPdl>(scale_src);
   const int64_t n = sources.template load_count<kPdl>(guard);
-  const int64_t slot = sources.template load_slot<kPdl>();
+  const int64_t slot = sources.template load_slot<kPdl>(n);
   const PagePosition pos = position_of(a, slot);
   if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, j == 0)) return;
   if constexpr (kFast) {
@@ -181,18 +182,19 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
 
 template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
 __global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
-paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a) {
-  paged_kv_vector<8, true, SlotT, kCache, kIn, kPdl>(guard, a);
+paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a, const PageTableArgs table) {
+  paged_kv_vector<8, true, SlotT, kCache, kIn, kPdl>(guard, a, table);
 }
 
 template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
 __global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
-paged_kv_general_kernel(const GuardArgs guard, const PagedKvArgs a) {
+paged_kv_general_kernel(const GuardArgs guard, const PagedKvArgs a,
+                        const PageTableArgs table) {
   switch (a.width) {  // uniform over the launch
-    case 8: return paged_kv_vector<8, false, SlotT, kCache, kIn, kPdl>(guard, a);
-    case 4: return paged_kv_vector<4, false, SlotT, kCache, kIn, kPdl>(guard, a);
-    case 2: return paged_kv_vector<2, false, SlotT, kCache, kIn, kPdl>(guard, a);
-    default: return paged_kv_vector<1, false, SlotT, kCache, kIn, kPdl>(guard, a);
+    case 8: return paged_kv_vector<8, false, SlotT, kCache, kIn, kPdl>(guard, a, table);
+    case 4: return paged_kv_vector<4, false, SlotT, kCache, kIn, kPdl>(guard, a, table);
+    case 2: return paged_kv_vector<2, false, SlotT, kCache, kIn, kPdl>(guard, a, table);
+    default: return paged_kv_vector<1, false, SlotT, kCache, kIn, kPdl>(guard, a, table);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "reference.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "cachestore/layout.h"
@@ -13,9 +14,22 @@ namespace {
 
 using detail::bf16_bits_to_float;
 
-int64_t slot_at(const SlotMapping& slots, int64_t row) {
-  return slots.type == SlotType::kInt32 ? static_cast<const int32_t*>(slots.data)[row]
-                                        : static_cast<const int64_t*>(slots.data)[row];
+// Row `row`'s slot: the mapping's, or the page table's lookup (cachestore.h PageTable) with
+// INT64_MAX, past every capacity, for a real row whose lookup fails. A padded row (row >= n)
+// reads nothing of the table: -1.
+int64_t slot_at(const SlotMapping& slots, int64_t row, int64_t n, int64_t page_size) {
+  if (slots.type == SlotType::kInt32) return static_cast<const int32_t*>(slots.data)[row];
+  if (slots.type == SlotType::kInt64) return static_cast<const int64_t*>(slots.data)[row];
+  if (row >= n) return -1;
+  constexpr int64_t kFailed = INT64_MAX;
+  const PageTable& t = slots.page_table;
+  const int64_t b = static_cast<const int32_t*>(slots.data)[row];
+  const int64_t pos = t.positions[row];
+  if (b < 0 || b >= t.batch_size || pos < 0) return kFailed;
+  const int64_t first = t.indptr[b], end = t.indptr[b + 1];
+  if (first < 0 || first + pos / page_size >= end) return kFailed;
+  const int64_t page = t.indices[first + pos / page_size];
+  return page < 0 ? kFailed : page * page_size + pos % page_size;
 }
 
 // Runs `store(row, local_slot)` for every row the guard admits (detail::classify_owned_row, the
@@ -38,7 +52,7 @@ void for_each_stored_row(const Batch& batch, const SlotMapping& slots, int64_t l
   const int32_t owner_rank = paged ? slots.owner_rank : 0;
   const int64_t capacity = local_capacity << owner_log2;
   for (int64_t row = 0; row < batch.num_tokens; ++row) {
-    const int64_t slot = slot_at(slots, row);
+    const int64_t slot = slot_at(slots, row, n, page_size);
     const int64_t page = paged && slot >= 0 ? slot / page_size : 0;
     switch (detail::classify_owned_row(row, n, slot, page, slots.reserved_slot, capacity,
                                        owner_log2, owner_rank)) {

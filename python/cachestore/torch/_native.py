@@ -48,7 +48,7 @@ def load():
 
 def build_info():
     """What the loaded native ops were built with: {'torch_headers': '2.10.0',
-    'stable_abi_target': '2.10', 'cachestore': '0.5.0'}."""
+    'stable_abi_target': '2.10', 'cachestore': '0.6.0'}."""
     info = torch.ops.cachestore.native_info()
     v = info[5]
     return {"torch_headers": f"{info[0]}.{info[1]}.{info[2]}",

@@ -78,21 +78,14 @@ __device__ __forceinline__ T load_global(const T* p) {
 // Where a row's guard reads: the count (nullptr: every row real) and the row's slot, at
 // slot + row. Unpinned (no PDL), the address arithmetic stays at the loads, where the compiler
 // schedules it with them. Pinned (begin_row's kPinned, always with PDL), begin_row computes both
-// addresses before the wait; the count's is then a plain pointer, never null: without a count it
-// is the first slot's word (in bounds: a launch has a row), read and ignored. A null test after
-// the wait would put two constant-bank reads and a compare in front of the count's load, because
-// ptxas re-reads a parameter from the constant bank rather than keep it across the wait.
-template <typename SlotT>
-struct GuardSources {
+// addresses before the wait (pin); the count's is then a plain pointer, never null: without a
+// count it is the first slot's word (in bounds: a launch has a row), read and ignored. A null
+// test after the wait would put two constant-bank reads and a compare in front of the count's
+// load, because ptxas re-reads a parameter from the constant bank rather than keep it across
+// the wait.
+struct CountSource {
   const int32_t* count;
   const int32_t* count_read;  // with PDL: the address the count load reads
-  const SlotT* slot;
-  int64_t row;
-
-  __device__ __forceinline__ GuardSources(const GuardArgs& guard, const SlotArgs& slots,
-                                          int64_t row)
-      : count(guard.n_ptr), count_read(guard.n_ptr),
-        slot(static_cast<const SlotT*>(slots.data)), row(row) {}
 
   // The count as read; classify_row needs no clamp (see detail/guard.h).
   template <bool kPinned>
@@ -104,9 +97,79 @@ struct GuardSources {
       return count == nullptr ? guard.num_tokens : *count;
     }
   }
+};
+
+// A slot mapping of SlotT (int32_t, int64_t); the page table is unread.
+template <typename SlotT>
+struct GuardSources : CountSource {
+  const SlotT* slot;
+  int64_t row;
+
+  __device__ __forceinline__ GuardSources(const GuardArgs& guard, const SlotArgs& slots,
+                                          const PageTableArgs&, int64_t row)
+      : CountSource{guard.n_ptr, guard.n_ptr},
+        slot(static_cast<const SlotT*>(slots.data)), row(row) {}
+
+  __device__ __forceinline__ void pin() {
+    if (count == nullptr) count_read = reinterpret_cast<const int32_t*>(slot);
+    slot += row;
+    row = 0;
+    compute_before_wait(count_read);
+    compute_before_wait(slot);
+  }
+  // The row's slot; the count `n` is not needed to read it.
   template <bool kPinned>
-  __device__ __forceinline__ int64_t load_slot() const {
+  __device__ __forceinline__ int64_t load_slot(int64_t /*n*/) const {
     return load_global<kPinned>(slot + row);
+  }
+};
+
+// What a page-table lookup that fails on a real row gives: a slot past every capacity, so that
+// the guard counts it as out of range (on the owner of its nominal page only, as every slot).
+inline constexpr int64_t kUnmappedSlot = INT64_MAX;
+
+// A page table: the row's batch index and position load beside the count; a real row whose
+// batch index is in [0, batch) and whose position is >= 0 then reads its request's page range,
+// indptr[b] and indptr[b + 1], and, when the position's page is inside it, the page id. A padded
+// row reads neither kv_indptr nor kv_indices, so nothing outside indptr[0 .. batch] is read.
+template <>
+struct GuardSources<PageTableSlots> : CountSource {
+  const int32_t* batch_index;
+  const int32_t* position;
+  const int32_t* indptr;
+  const int32_t* indices;
+  int32_t batch;
+  FastDivmod page;
+  int64_t row;
+
+  __device__ __forceinline__ GuardSources(const GuardArgs& guard, const SlotArgs& slots,
+                                          const PageTableArgs& table, int64_t row)
+      : CountSource{guard.n_ptr, guard.n_ptr},
+        batch_index(static_cast<const int32_t*>(slots.data) + row),
+        position(table.positions + row), indptr(table.indptr), indices(table.indices),
+        batch(table.batch), page(table.page), row(row) {}
+
+  __device__ __forceinline__ void pin() {
+    if (count == nullptr) count_read = batch_index;
+    compute_before_wait(count_read);
+    compute_before_wait(batch_index);
+    compute_before_wait(position);
+  }
+  template <bool kPinned>
+  __device__ __forceinline__ int64_t load_slot(int64_t n) const {
+    const int32_t b = load_global<kPinned>(batch_index);
+    const int32_t pos = load_global<kPinned>(position);
+    if (row >= n || static_cast<uint32_t>(b) >= static_cast<uint32_t>(batch) || pos < 0)
+      return kUnmappedSlot;
+    const uint32_t page_in_request = page.div(static_cast<uint32_t>(pos));
+    const uint32_t in_page = static_cast<uint32_t>(pos) - page_in_request * page.divisor;
+    const int32_t first = indptr[b];
+    const int32_t end = indptr[b + 1];
+    const int64_t k = static_cast<int64_t>(first) + page_in_request;
+    if (first < 0 || k >= end) return kUnmappedSlot;
+    const int32_t id = indices[k];
+    if (id < 0) return kUnmappedSlot;
+    return static_cast<int64_t>(id) * page.divisor + in_page;
   }
 };
 
@@ -121,12 +184,7 @@ __device__ __forceinline__ void begin_row(const GuardArgs& guard, GuardSources<S
                                           Pointers&... inputs) {
   static_assert(kPinned || !kPdl, "the PDL prologue needs the addresses before its wait");
   if constexpr (kPinned) {
-    if (sources.count == nullptr)
-      sources.count_read = reinterpret_cast<const int32_t*>(sources.slot);
-    sources.slot += sources.row;
-    sources.row = 0;
-    compute_before_wait(sources.count_read);
-    compute_before_wait(sources.slot);
+    sources.pin();
     (compute_before_wait(inputs), ...);
   }
   begin_store<kPdl>(guard);
