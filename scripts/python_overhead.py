@@ -152,7 +152,8 @@ def main():
             "fused_store_cache", (nope, rope, slots, v4),
             {"index_k": k, "index_cache": fp8, "num_tokens_non_padded": n}),
         "store_paged_kv (NHD)": (
-            lambda: ops.store_paged_kv.default(kv, kv, slots, kc, vc, 0, None, None, None, n),
+            lambda: ops.store_paged_kv.default(kv, kv, slots, kc, vc, 0, None, None, None, None,
+                                               None, None, n),
             "store_paged_kv", (kv, kv, slots, kc, vc), {"num_tokens_non_padded": n}),
     }
     ways = dict(anchors)

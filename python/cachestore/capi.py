@@ -17,7 +17,7 @@ STATUS_NAMES = {
     3: "kErrorNotSupported", 4: "kErrorCapacityOverflow", 5: "kErrorArchMismatch",
     6: "kErrorCudaRuntime",
 }
-SLOT_INT32, SLOT_INT64 = 0, 1
+SLOT_INT32, SLOT_INT64, SLOT_PAGE_TABLE = 0, 1, 2
 SCALE_AMAX, SCALE_POW2 = 0, 1
 MLA_V4, MLA_V32, MLA_V41, MLA_V41_FP4 = 0, 1, 2, 3
 FP4_TIES_TO_EVEN, FP4_TIES_TOWARD_ZERO = 0, 1
@@ -29,6 +29,12 @@ KV_CACHE_AUTO, KV_CACHE_FP8_E4M3, KV_CACHE_FP8_E5M2 = 0, 1, 2
 class Slots(ctypes.Structure):
     _fields_ = [("data", vp), ("slot_type", i32), ("owner_rank", i32), ("reserved_slot", i64),
                 ("owner_size", i32), ("pad0", i32)]
+
+
+class PageTable(ctypes.Structure):
+    """The page-table slot source (slot_type SLOT_PAGE_TABLE; Slots.data: int32 batch_indices)."""
+    _fields_ = [("positions", vp), ("indptr", vp), ("indices", vp), ("batch_size", i32),
+                ("pad0", i32)]
 
 
 _BATCH = [("struct_size", u32), ("enable_pdl", i32), ("num_tokens", i64),
@@ -59,12 +65,12 @@ class IndexKFp4Cache(ctypes.Structure):
 
 class IndexKFp8Params(_Params):
     _fields_ = _BATCH + [("slots", Slots), ("k", vp), ("k_row_stride", i64),
-                         ("cache", IndexKFp8Cache)]
+                         ("cache", IndexKFp8Cache), ("page_table", PageTable)]
 
 
 class IndexKFp4Params(_Params):
     _fields_ = _BATCH + [("slots", Slots), ("k", vp), ("k_row_stride", i64),
-                         ("cache", IndexKFp4Cache)]
+                         ("cache", IndexKFp4Cache), ("page_table", PageTable)]
 
 
 class FusedStoreParams(_Params):
@@ -74,7 +80,8 @@ class FusedStoreParams(_Params):
         ("kv_num_pages", i64), ("kv_page_stride_bytes", i64), ("kv_page_size", i32),
         ("pad0", i32), ("index_k", vp), ("index_k_row_stride", i64), ("index_slots", Slots),
         ("index_cache", IndexKFp8Cache), ("index_format", i32), ("pad1", i32),
-        ("index_fp4_cache", IndexKFp4Cache)]
+        ("index_fp4_cache", IndexKFp4Cache), ("kv_page_table", PageTable),
+        ("index_page_table", PageTable)]
 
 
 class KvSide(ctypes.Structure):
@@ -88,7 +95,8 @@ class PagedKvParams(_Params):
                          ("cache_type", i32), ("page_size", i32), ("num_pages", i64),
                          ("k", KvSide), ("v", KvSide), ("k_chunk", i32), ("v_chunk", i32),
                          ("k_chunk_stride", i64), ("v_chunk_stride", i64),
-                         ("k_dim_stride", i64), ("v_dim_stride", i64)]
+                         ("k_dim_stride", i64), ("v_dim_stride", i64),
+                         ("page_table", PageTable)]
 
 
 class MlaLayoutInfo(_Params):

@@ -102,6 +102,37 @@ void check_slots(const char* name, const Tensor& t, int64_t rows) {
   if (entries > 1 && t.stride(0) != 1) value_error(std::string(name) + " must be contiguous");
 }
 
+bool check_page_table(const Tensor& slot_mapping, const PageTableTensors& t, int64_t rows) {
+  const bool given[3] = {t.positions.has_value(), t.kv_indptr.has_value(),
+                         t.kv_indices.has_value()};
+  if (!given[0] && !given[1] && !given[2]) return false;
+  if (!given[0] || !given[1] || !given[2])
+    value_error("positions, kv_indptr and kv_indices go together (the page-table slot source; "
+                "slot_mapping then holds the batch indices)");
+  if (slot_mapping.scalar_type() != ScalarType::Int)
+    type_error("slot_mapping.dtype is " + dtype_name(slot_mapping.scalar_type()) +
+               "; with a page table it holds the batch indices: expected torch.int32");
+  check_slots("positions", *t.positions, rows);
+  for (const Named& n : {named("positions", t.positions), named("kv_indptr", t.kv_indptr),
+                         named("kv_indices", t.kv_indices)}) {
+    check_tensor(n.name, *n.tensor, {ScalarType::Int}, {1});
+    if (n.tensor->size(0) > 1 && n.tensor->stride(0) != 1)
+      value_error(std::string(n.name) + " must be contiguous");
+  }
+  if (t.kv_indptr->size(0) < 1)
+    value_error("kv_indptr must hold batch + 1 entries (at least one)");
+  return true;
+}
+
+cachestore_page_table_t page_table_of(const PageTableTensors& t) {
+  cachestore_page_table_t table{};
+  table.positions = static_cast<const int32_t*>(t.positions->data_ptr());
+  table.indptr = static_cast<const int32_t*>(t.kv_indptr->data_ptr());
+  table.indices = static_cast<const int32_t*>(t.kv_indices->data_ptr());
+  table.batch_size = static_cast<int32_t>(t.kv_indptr->size(0) - 1);
+  return table;
+}
+
 void check_paged_bytes(const char* name, const Tensor& t) {
   check_tensor(name, t, {ScalarType::Byte}, {2, 3, 4});
   const auto sizes = t.sizes();

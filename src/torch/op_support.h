@@ -46,6 +46,15 @@ void check_tensor(const char* name, const Tensor& t, std::initializer_list<Scala
 // A [rows, width] bf16 matrix with contiguous rows; width < 0: any.
 void check_rows(const char* name, const Tensor& t, int64_t width = -1);
 void check_slots(const char* name, const Tensor& t, int64_t rows);
+// The page-table slot source (FlashInfer's form): slot_mapping holds each row's int32 batch
+// index; positions [rows], kv_indptr [batch + 1] and kv_indices int32. Whether one is given.
+struct PageTableTensors {
+  const OptTensor& positions;
+  const OptTensor& kv_indptr;
+  const OptTensor& kv_indices;
+};
+bool check_page_table(const Tensor& slot_mapping, const PageTableTensors& t, int64_t rows);
+cachestore_page_table_t page_table_of(const PageTableTensors& t);
 // A byte cache: uint8 [num_pages, ...], each page's bytes contiguous (any page stride).
 void check_paged_bytes(const char* name, const Tensor& t);
 int64_t page_bytes(const Tensor& t);

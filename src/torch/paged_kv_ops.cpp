@@ -165,7 +165,8 @@ cachestore_kv_side_t side_struct(const Tensor& x, const Tensor& cache, int64_t l
 
 void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key_cache,
                     OptTensor value_cache, int64_t layout, std::optional<int64_t> kv_cache_dtype,
-                    OptTensor k_scale, OptTensor v_scale, OptTensor num_tokens_non_padded,
+                    OptTensor k_scale, OptTensor v_scale, OptTensor positions,
+                    OptTensor kv_indptr, OptTensor kv_indices, OptTensor num_tokens_non_padded,
                     int64_t reserved_slot, int64_t owner_rank, int64_t owner_size,
                     OptTensor diagnostics, bool enable_pdl) {
   const BatchOptions o{num_tokens_non_padded, reserved_slot, owner_rank, owner_size, diagnostics,
@@ -189,9 +190,13 @@ void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key
     if (layout::kKvCacheTypes[side].scaled) check_scale(*s, s->x->dim() == 3 ? s->x->size(1) : 1);
   }
   check_slots("slot_mapping", slot_mapping, key.size(0));
+  const PageTableTensors table{positions, kv_indptr, kv_indices};
+  const bool paged_slots = check_page_table(slot_mapping, table, key.size(0));
   check_options(o);
   const int32_t device = same_device(
       {named("key", key), named("value", value), named("slot_mapping", slot_mapping),
+       named("positions", positions), named("kv_indptr", kv_indptr),
+       named("kv_indices", kv_indices),
        named("key_cache", key_cache), named("value_cache", value_cache),
        named("k_scale", k_scale), named("v_scale", v_scale),
        named("num_tokens_non_padded", num_tokens_non_padded),
@@ -201,6 +206,10 @@ void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key
   CACHESTORE_PARAMS_INIT(p);
   batch_fields(p, key.size(0), o);
   p.slots = slots_of(slot_mapping, reserved_slot, owner_rank, owner_size);
+  if (paged_slots) {
+    p.slots.slot_type = CACHESTORE_SLOT_PAGE_TABLE;
+    p.page_table = page_table_of(table);
+  }
   p.num_heads = static_cast<int32_t>(key.dim() == 3 ? key.size(1) : 1);
   const ScalarType in = key.scalar_type();
   p.input_type = in == ScalarType::BFloat16 ? CACHESTORE_KV_BF16
@@ -227,7 +236,8 @@ using namespace cachestore::torch_ops;  // NOLINT: the registrations below name 
 STABLE_TORCH_LIBRARY_FRAGMENT(cachestore, m) {
   m.def("store_paged_kv(Tensor key, Tensor? value, Tensor slot_mapping, Tensor(a!) key_cache, "
         "Tensor(b!)? value_cache, int layout=0, int? kv_cache_dtype=None, Tensor? k_scale=None, "
-        "Tensor? v_scale=None, " CACHESTORE_BATCH_SCHEMA("c") ") -> ()");
+        "Tensor? v_scale=None, Tensor? positions=None, Tensor? kv_indptr=None, "
+        "Tensor? kv_indices=None, " CACHESTORE_BATCH_SCHEMA("c") ") -> ()");
 }
 void paged_kv_kernels(Library& m) { m.impl("store_paged_kv", TORCH_BOX(&store_paged_kv)); }
 CACHESTORE_TORCH_KERNELS(paged_kv_kernels)

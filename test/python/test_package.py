@@ -76,3 +76,11 @@ def test_library_check_without_a_store():
         capi.check_params(p)
     p = capi.IndexKBf16Params(num_tokens=0, head_dim=128, k_row_stride=128, cache_row_stride=128)
     assert capi.check_params(p) is None
+
+
+def test_struct_sizes_are_the_headers():
+    """The ctypes mirrors have the C structs' current sizes (c_api.cpp's ReleasedSizes end)."""
+    sizes = {capi.IndexKBf16Params: 112, capi.IndexKFp8Params: 152, capi.IndexKFp4Params: 152,
+             capi.FusedStoreParams: 336, capi.PagedKvParams: 320, capi.PageTable: 32}
+    for struct, size in sizes.items():
+        assert ctypes.sizeof(struct) == size, struct.__name__

@@ -363,3 +363,43 @@ def test_refused_call_writes_nothing(env):
                               poison(torch, dev, PAGES, 37440 + 8)[:, :37440], page_size=64)
     torch.cuda.synchronize()
     assert torch.equal(big, before)
+
+
+def test_store_paged_kv_page_table_matches_its_slot_mapping(env):
+    """The page-table slot source writes what the slot mapping it describes writes, with a real
+    row whose lookup fails skipped and counted and padded rows past the count untouched."""
+    torch, cst, dev = env
+    pages, rows, real = 32, 24, 20
+    for layout, cache_dtype in (("nhd", torch.bfloat16), ("hnd", torch.float8_e4m3fn)):
+        order = torch.randperm(pages, device=dev).int()
+        indptr = torch.tensor([0, 5, 9, 16, 30], dtype=torch.int32, device=dev)
+        batch = torch.randint(0, 4, (rows,), dtype=torch.int32, device=dev)
+        pages_of = (indptr[1:] - indptr[:-1]).long()
+        positions = (torch.rand(rows, device=dev) * (pages_of[batch.long()] * P)).int()
+        slots = (order[(indptr[batch.long()] + positions // P).long()].long() * P
+                 + (positions % P).long())
+        batch[7] = 4  # past the batch: skipped, counted
+        slots[7] = -1
+        batch[real:] = -1  # padding: FlashInfer would read indptr[-1]
+        slots[real:] = -1
+        key = torch.randn(rows, 8, 128, device=dev).bfloat16()
+        value = torch.randn(rows, 8, 128, device=dev).bfloat16()
+        shape = (pages, P, 8, 128) if layout == "nhd" else (pages, 8, P, 128)
+        scale = torch.tensor([0.02], device=dev) if cache_dtype != torch.bfloat16 else None
+        n = torch.tensor([real], dtype=torch.int32, device=dev)
+        out = []
+        for table in (True, False):
+            caches = [torch.full(shape, 0x5A, dtype=torch.uint8, device=dev).view(cache_dtype)
+                      for _ in range(2)]
+            diagnostics = torch.zeros(2, dtype=torch.int64, device=dev)
+            extra = {"positions": positions, "kv_indptr": indptr, "kv_indices": order} \
+                if table else {}
+            cst.store_paged_kv(key, value, batch if table else slots, *caches, layout=layout,
+                               k_scale=scale, v_scale=scale, num_tokens_non_padded=n,
+                               diagnostics=diagnostics, **extra)
+            out.append((caches, diagnostics))
+        torch.cuda.synchronize()
+        (t_caches, t_diag), (s_caches, s_diag) = out
+        for a, b in zip(t_caches, s_caches):
+            assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), layout
+        assert t_diag.tolist() == [1, 0] and s_diag.tolist() == [0, 0], layout

@@ -34,6 +34,13 @@ KC = bf16(10, 16, 8, 128)
 FP8 = torch.zeros(10, 16, 8, 128, dtype=torch.float8_e4m3fn)
 ONE = torch.ones(1)
 
+
+def I32(n):  # noqa: N802 - a dtype-named constructor like the others
+    return torch.zeros(n, dtype=torch.int32)
+
+
+TABLE = {"positions": I32(4), "kv_indptr": I32(3), "kv_indices": I32(5)}
+
 # (store, args, kwargs, exception, message regex): every refusal of the tensor checks, and a
 # well-formed call on CPU tensors (only the device is wrong).
 CASES = {
@@ -156,6 +163,29 @@ CASES = {
                                  {"layout": "paged_attention"}, ValueError,
                                  r"^value_cache \(10, 8, 16, 128\) does not hold value's 8 heads "
                                  r"of 128 in layout 'paged_attention'$"),
+    "kv_table_partial": ("store_paged_kv", (K16, K16, SLOTS32, KC, KC),
+                         {"positions": SLOTS32, "kv_indptr": I32(3)}, ValueError,
+                         "^positions, kv_indptr and kv_indices go together"),
+    "kv_table_batch_dtype": ("store_paged_kv", (K16, K16, SLOTS, KC, KC), TABLE, TypeError,
+                             r"^slot_mapping\.dtype is torch\.int64; with a page table it holds "
+                             r"the batch indices: expected torch\.int32$"),
+    "kv_table_positions": ("store_paged_kv", (K16, K16, SLOTS32, KC, KC),
+                           dict(TABLE, positions=I32(3)), ValueError,
+                           "^positions has 3 entries; the batch has 4 rows$"),
+    "kv_table_positions_dtype": ("store_paged_kv", (K16, K16, SLOTS32, KC, KC),
+                                 dict(TABLE, positions=SLOTS), TypeError,
+                                 r"^positions\.dtype is torch\.int64; expected torch\.int32$"),
+    "kv_table_indptr_dtype": ("store_paged_kv", (K16, K16, SLOTS32, KC, KC),
+                              dict(TABLE, kv_indptr=i64(3)), TypeError,
+                              r"^kv_indptr\.dtype is torch\.int64; expected torch\.int32$"),
+    "kv_table_indices_strided": ("store_paged_kv", (K16, K16, SLOTS32, KC, KC),
+                                 dict(TABLE, kv_indices=I32(8)[::2]), ValueError,
+                                 "^kv_indices must be contiguous$"),
+    "kv_table_indptr_empty": ("store_paged_kv", (K16, K16, SLOTS32, KC, KC),
+                              dict(TABLE, kv_indptr=I32(0)), ValueError,
+                              r"^kv_indptr must hold batch \+ 1 entries"),
+    "kv_table_device": ("store_paged_kv", (K16, K16, SLOTS32, KC, KC), TABLE, ValueError,
+                        "^key is on cpu"),
 }
 
 

@@ -27,7 +27,8 @@ def store_cache(k, v, k_cache, v_cache, indices, *, row_bytes=0, num_split=0,
         v = v.flatten(1)
     try:  # the caches as one-head paged caches of one slot a page: [num_slots, 1, H * D]
         _store_paged_kv(k, v, indices, k_cache.unsqueeze(1), v_cache.unsqueeze(1), 0, None,
-                        None, None, num_tokens_non_padded, -1, 0, 1, diagnostics)
+                        None, None, None, None, None, num_tokens_non_padded, -1, 0, 1,
+                        diagnostics)
     except (ValueError, RuntimeError) as e:
         _store.reraise(e)
 

@@ -37,6 +37,30 @@ def check_slots(name, t, rows):
         raise ValueError(f"{name} must be contiguous")
 
 
+def check_page_table(a, rows):
+    """The page-table slot source (FlashInfer's form): `slot_mapping` holds each row's int32
+    batch index, `positions` its position, `kv_indptr` [batch + 1] and `kv_indices` the pages.
+    Returns whether a page table is given."""
+    given = [a.positions is not None, a.kv_indptr is not None, a.kv_indices is not None]
+    if not any(given):
+        return False
+    if not all(given):
+        raise ValueError("positions, kv_indptr and kv_indices go together (the page-table slot "
+                         "source; slot_mapping then holds the batch indices)")
+    if a.slot_mapping.dtype != torch.int32:
+        raise TypeError(f"slot_mapping.dtype is {a.slot_mapping.dtype}; with a page table it "
+                        f"holds the batch indices: expected torch.int32")
+    check_slots("positions", a.positions, rows)
+    for name in ("positions", "kv_indptr", "kv_indices"):
+        t = getattr(a, name)
+        check_tensor(name, t, (torch.int32,), (1,))
+        if t.shape[0] > 1 and t.stride(0) != 1:
+            raise ValueError(f"{name} must be contiguous")
+    if a.kv_indptr.shape[0] < 1:
+        raise ValueError("kv_indptr must hold batch + 1 entries (at least one)")
+    return True
+
+
 def check_id(name, value, count):
     """An op-level enum argument: one of the ids 0 .. count - 1."""
     if not 0 <= value < count:
@@ -124,6 +148,13 @@ def batch_fields(params, rows, a):
     params.enable_pdl = int(a.enable_pdl)
 
 
-def slots_of(t, reserved_slot, owner_rank=0, owner_size=1):
-    return c.Slots(t.data_ptr(), c.SLOT_INT32 if t.dtype == torch.int32 else c.SLOT_INT64,
-                   owner_rank, reserved_slot, owner_size, 0)
+def slots_of(t, reserved_slot, owner_rank=0, owner_size=1, page_table=False):
+    kind = c.SLOT_PAGE_TABLE if page_table else \
+        c.SLOT_INT32 if t.dtype == torch.int32 else c.SLOT_INT64
+    return c.Slots(t.data_ptr(), kind, owner_rank, reserved_slot, owner_size, 0)
+
+
+def page_table_of(a):
+    """The C page table of `a`'s positions, kv_indptr and kv_indices."""
+    return c.PageTable(a.positions.data_ptr(), a.kv_indptr.data_ptr(), a.kv_indices.data_ptr(),
+                       a.kv_indptr.shape[0] - 1, 0)

@@ -101,8 +101,11 @@ def _prepare(a):
             if scale.numel() not in (1, heads) or not scale.is_contiguous():
                 raise ValueError(f"{scale_name} must hold 1 or {heads} (one per head) float32")
     k_.check_slots("slot_mapping", a.slot_mapping, a.key.shape[0])
+    k_.check_page_table(a, a.key.shape[0])
     k_.check_options(a)
     k_.same_device(("key", a.key), ("value", a.value), ("slot_mapping", a.slot_mapping),
+                   ("positions", a.positions), ("kv_indptr", a.kv_indptr),
+                   ("kv_indices", a.kv_indices),
                    ("key_cache", a.key_cache), ("value_cache", a.value_cache),
                    ("k_scale", a.k_scale), ("v_scale", a.v_scale),
                    ("num_tokens_non_padded", a.num_tokens_non_padded),
@@ -139,7 +142,10 @@ def _side(x, cache, layout, scale, is_key):
 def _build(a):
     p = c.PagedKvParams()
     k_.batch_fields(p, a.key.shape[0], a)
-    p.slots = k_.slots_of(a.slot_mapping, a.reserved_slot, a.owner_rank, a.owner_size)
+    table = a.positions is not None
+    p.slots = k_.slots_of(a.slot_mapping, a.reserved_slot, a.owner_rank, a.owner_size, table)
+    if table:
+        p.page_table = k_.page_table_of(a)
     p.num_heads = a.key.shape[1] if a.key.dim() == 3 else 1
     p.input_type = _INPUT_TYPES[a.key.dtype]
     p.cache_type = a.kv_cache_dtype
@@ -164,6 +170,9 @@ STORES = [
            Arg("kv_cache_dtype", "int?", None, choices=CACHE_TYPES, keyword=True),
            Arg("k_scale", "Tensor?", None, keyword=True),
            Arg("v_scale", "Tensor?", None, keyword=True),
+           Arg("positions", "Tensor?", None, keyword=True),
+           Arg("kv_indptr", "Tensor?", None, keyword=True),
+           Arg("kv_indices", "Tensor?", None, keyword=True),
            *batch_options()],
           _prepare, _build,
           doc="K/V [T, H, D] (or [T, D], one head) bf16 / fp16 / fp32, any D, into paged "
@@ -173,5 +182,7 @@ STORES = [
               "[pages, 2, P, H, D]: pass cache[:, 0] and cache[:, 1]). A cache of the input's "
               "dtype copies; float8_e4m3fn / float8_e5m2 (or uint8 with kv_cache_dtype) store "
               "fp8(x / scale) with k_scale / v_scale float32 tensors of 1 or H values. value "
-              "None: K only."),
+              "None: K only. positions, kv_indptr, kv_indices (int32): the page-table slot "
+              "source, FlashInfer's form; slot_mapping then holds the int32 batch indices and "
+              "row i goes to kv_indices[kv_indptr[b] + pos // P] * P + pos % P."),
 ]
