@@ -8,7 +8,7 @@ import pytest
 from conftest import need_torch
 
 torch = need_torch()
-from cachestore.compat import sglang, vllm  # noqa: E402
+from cachestore.compat import flashinfer, sglang, vllm  # noqa: E402
 
 VLLM_SIGNATURES = {
     "reshape_and_cache_flash": ["key", "value", "key_cache", "value_cache", "slot_mapping",
@@ -84,3 +84,51 @@ def test_sglang_store_cache_signature_and_refusals():
         sglang.store_cache(k, kv(4, 8, 128), kv(64, 1024), kv(64, 1024), slots)
     with pytest.raises(ValueError, match=r"^key_cache \(64, 1, 512\) does not hold"):
         sglang.store_cache(k, k, kv(64, 512), kv(64, 512), slots)
+
+
+FLASHINFER_SIGNATURES = {
+    "append_paged_kv_cache": ["append_key", "append_value", "batch_indices", "positions",
+                              "paged_kv_cache", "kv_indices", "kv_indptr", "kv_last_page_len",
+                              "kv_layout"],
+    "append_paged_mla_kv_cache": ["append_ckv", "append_kpe", "batch_indices", "positions",
+                                  "ckv_cache", "kpe_cache", "kv_indices", "kv_indptr",
+                                  "kv_last_page_len"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLASHINFER_SIGNATURES))
+def test_flashinfer_signatures(name):
+    params = inspect.signature(getattr(flashinfer, name)).parameters
+    positional = [p for p, v in params.items() if v.kind == v.POSITIONAL_OR_KEYWORD]
+    assert positional == FLASHINFER_SIGNATURES[name]
+    assert params["num_tokens_non_padded"].kind == inspect.Parameter.KEYWORD_ONLY
+
+
+def test_flashinfer_refusals_name_the_argument():
+    key = kv(4, 8, 128)
+    i32 = torch.zeros(4, dtype=torch.int32)
+    indptr, indices = torch.tensor([0, 2, 4], dtype=torch.int32), torch.arange(4).int()
+    nhd = kv(8, 16, 8, 128)
+    with pytest.raises(ValueError, match=r"^kv_layout = 'NDH': expected 'NHD' or 'HND'$"):
+        flashinfer.append_paged_kv_cache(key, key, i32, i32, (nhd, nhd), indices, indptr, None,
+                                         "NDH")
+    with pytest.raises(ValueError, match=r"^paged_kv_cache \(8, 16, 8, 128\): a 5-D tensor"):
+        flashinfer.append_paged_kv_cache(key, key, i32, i32, nhd, indices, indptr, None)
+    with pytest.raises(ValueError, match="^paged_kv_cache: a tuple"):
+        flashinfer.append_paged_kv_cache(key, key, i32, i32, (nhd,), indices, indptr, None)
+    with pytest.raises(ValueError, match="^key is on cpu"):  # a well-formed call, on the CPU
+        flashinfer.append_paged_kv_cache(key, key, i32, i32, kv(8, 2, 16, 8, 128), indices,
+                                         indptr, None)
+    with pytest.raises(ValueError, match="^key is on cpu"):  # int64 tables are cast, as FlashInfer
+        flashinfer.append_paged_kv_cache(key, key, i32.long(), i32.long(), (nhd, nhd),
+                                         indices.long(), indptr.long(), None)
+    with pytest.raises(ValueError, match=r"^key_cache \(8, 16, 8, 128\) does not hold key's 8 "
+                                         r"heads of 128 in layout 'hnd'$"):
+        flashinfer.append_paged_kv_cache(key, key, i32, i32, (nhd, nhd), indices, indptr, None,
+                                         "HND")
+    with pytest.raises(ValueError, match=r"^positions has 3 entries; the batch has 4 rows$"):
+        flashinfer.append_paged_kv_cache(key, key, i32, i32[:3], (nhd, nhd), indices, indptr,
+                                         None)
+    with pytest.raises(ValueError, match="^key is on cpu"):
+        flashinfer.append_paged_mla_kv_cache(kv(4, 512), kv(4, 64), i32, i32, kv(8, 16, 512),
+                                             kv(8, 16, 64), indices, indptr, None)

@@ -175,3 +175,152 @@ def test_vllm_padded_graph_replay(env):
         ref.ref_paged_kv(expected[1], "nhd", value[:real], fresh[:real])
         torch.cuda.synchronize()
         assert torch.equal(k_cache, expected[0]) and torch.equal(v_cache, expected[1]), real
+
+
+# ---- FlashInfer: the page table (batch_indices, positions, kv_indptr, kv_indices) ----------
+def page_table(torch, dev, requests, rows_per_request, pages):
+    """A FlashInfer-form table: request b owns a random run of pages and appends its last
+    rows_per_request[b] positions (as get_batch_indices_positions gives them)."""
+    order = torch.randperm(pages)
+    indptr, indices, batch, positions, start = [0], [], [], [], 0
+    for b in range(requests):
+        seq = int(torch.randint(1, 3 * P, ()).item()) + rows_per_request[b]
+        n_pages = (seq + P - 1) // P
+        indices += order[start:start + n_pages].tolist()
+        start += n_pages
+        indptr.append(len(indices))
+        batch += [b] * rows_per_request[b]
+        positions += list(range(seq - rows_per_request[b], seq))
+    as_i32 = lambda v: torch.tensor(v, dtype=torch.int32, device=dev)  # noqa: E731
+    return as_i32(batch), as_i32(positions), as_i32(indptr), as_i32(indices)
+
+
+def flashinfer_reference(k_cache, v_cache, layout, key, value, batch, positions, indptr, indices):
+    """FlashInfer's append, row by row: page kv_indices[kv_indptr[b] + pos // P], entry pos % P."""
+    for i in range(key.shape[0]):
+        b, pos = int(batch[i]), int(positions[i])
+        page = int(indices[int(indptr[b]) + pos // P])
+        for cache, x in ((k_cache, key), (v_cache, value)):
+            if cache is None:
+                continue
+            if layout == "NHD":
+                cache[page, pos % P] = x[i]
+            else:
+                cache[page, :, pos % P] = x[i]
+
+
+def test_flashinfer_append_paged_kv_cache(env):
+    torch, _, dev = env
+    from cachestore.compat import flashinfer
+    pages = 64
+    for layout, form, dtype in (("NHD", "tuple", torch.bfloat16), ("HND", "tuple", torch.float16),
+                                ("NHD", "5d", torch.float32), ("HND", "5d", torch.bfloat16)):
+        rows = [5, 1, 9, 3]
+        batch, positions, indptr, indices = page_table(torch, dev, len(rows), rows, pages)
+        nnz = sum(rows)
+        key = torch.randn(nnz, H, D, device=dev).to(dtype)
+        value = torch.randn(nnz, H, D, device=dev).to(dtype)
+        shape = (pages, P, H, D) if layout == "NHD" else (pages, H, P, D)
+        if form == "5d":
+            cache = torch.full((pages, 2, *shape[1:]), 7.0, dtype=dtype, device=dev)
+            expected = cache.clone()
+            paged, want = cache, (expected[:, 0], expected[:, 1])
+        else:
+            paged = (torch.full(shape, 7.0, dtype=dtype, device=dev),
+                     torch.full(shape, -3.0, dtype=dtype, device=dev))
+            want = tuple(c.clone() for c in paged)
+        last_page_len = torch.ones(len(rows), dtype=torch.int32, device=dev)  # not read
+        flashinfer.append_paged_kv_cache(key, value, batch, positions, paged, indices, indptr,
+                                         last_page_len, kv_layout=layout)
+        flashinfer_reference(*want, layout, key, value, batch, positions, indptr, indices)
+        torch.cuda.synchronize()
+        got = (paged[:, 0], paged[:, 1]) if form == "5d" else paged
+        for g, w in zip(got, want):
+            assert torch.equal(g, w), (layout, form, dtype)
+
+
+def test_flashinfer_int64_tables_and_faults_are_skipped_and_counted(env):
+    torch, _, dev = env
+    from cachestore.compat import flashinfer
+    pages = 32
+    rows = [4, 4]
+    batch, positions, indptr, indices = page_table(torch, dev, 2, rows, pages)
+    key = torch.randn(8, H, D, device=dev).bfloat16()
+    value = torch.randn(8, H, D, device=dev).bfloat16()
+    good = torch.ones(8, dtype=torch.bool)
+    batch[1], good[1] = 2, False           # a batch index past the batch
+    positions[2], good[2] = -4, False      # a negative position
+    positions[5], good[5] = 4096, False    # a position past its request's pages
+    caches = (torch.zeros(pages, P, H, D, dtype=torch.bfloat16, device=dev),
+              torch.zeros(pages, P, H, D, dtype=torch.bfloat16, device=dev))
+    want = tuple(c.clone() for c in caches)
+    diagnostics = torch.zeros(2, dtype=torch.int64, device=dev)
+    flashinfer.append_paged_kv_cache(key, value, batch.long(), positions.long(), caches,
+                                     indices.long(), indptr.long(), None, diagnostics=diagnostics)
+    keep = good.nonzero().flatten().tolist()
+    flashinfer_reference(*want, "NHD", key[keep], value[keep], batch[keep], positions[keep],
+                         indptr, indices)
+    torch.cuda.synchronize()
+    assert torch.equal(caches[0], want[0]) and torch.equal(caches[1], want[1])
+    assert diagnostics.tolist() == [3, 0]
+
+
+def test_flashinfer_append_paged_mla_kv_cache(env):
+    torch, _, dev = env
+    from cachestore.compat import flashinfer
+    pages = 48
+    rows = [3, 7, 2]
+    batch, positions, indptr, indices = page_table(torch, dev, 3, rows, pages)
+    ckv = torch.randn(12, 512, device=dev).bfloat16()
+    kpe = torch.randn(12, 64, device=dev).bfloat16()
+    ckv_cache = torch.full((pages, P, 512), 2.0, dtype=torch.bfloat16, device=dev)
+    kpe_cache = torch.full((pages, P, 64), -2.0, dtype=torch.bfloat16, device=dev)
+    want = (ckv_cache.clone(), kpe_cache.clone())
+    flashinfer.append_paged_mla_kv_cache(ckv, kpe, batch, positions, ckv_cache, kpe_cache,
+                                         indices, indptr, None)
+    flashinfer_reference(*want, "NHD", ckv, kpe, batch, positions, indptr, indices)
+    torch.cuda.synchronize()
+    assert torch.equal(ckv_cache, want[0]) and torch.equal(kpe_cache, want[1])
+
+
+def test_flashinfer_padded_graph_replay_reads_no_table_for_padding(env):
+    """A graph captured at 16 rows, replayed with n real rows: the padded rows' batch indices are
+    -1 (FlashInfer would read kv_indptr[-1]) or name live pages; nothing but the real rows is
+    written."""
+    torch, _, dev = env
+    from cachestore.compat import flashinfer
+    pages, rows = 64, 16
+    batch = torch.zeros(rows, dtype=torch.int32, device=dev)
+    positions = torch.zeros(rows, dtype=torch.int32, device=dev)
+    indptr = torch.zeros(rows + 1, dtype=torch.int32, device=dev)
+    indices = torch.zeros(3 * rows, dtype=torch.int32, device=dev)
+    key = torch.zeros(rows, H, D, dtype=torch.bfloat16, device=dev)
+    value = torch.zeros(rows, H, D, dtype=torch.bfloat16, device=dev)
+    n = torch.zeros(1, dtype=torch.int32, device=dev)
+    caches = (torch.zeros(pages, P, H, D, dtype=torch.bfloat16, device=dev),
+              torch.zeros(pages, P, H, D, dtype=torch.bfloat16, device=dev))
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        flashinfer.append_paged_kv_cache(key, value, batch, positions, caches, indices, indptr,
+                                         None, num_tokens_non_padded=n)
+    want = tuple(c.clone() for c in caches)
+    for real in (0, 5, 16, 9):
+        b, p, ip, ix = page_table(torch, dev, real, [1] * real, pages)
+        batch.fill_(-1)
+        positions.fill_(3)
+        batch[:real], positions[:real] = b, p
+        batch[real:real + 2] = 0 if real > 0 else -1  # padded rows naming a live page
+        indptr.zero_()
+        indptr[:real + 1] = ip
+        indptr[real + 1:] = ip[-1]
+        indices.zero_()
+        indices[:ix.numel()] = ix
+        key.normal_()
+        value.normal_()
+        n.fill_(real)
+        graph.replay()
+        flashinfer_reference(*want, "NHD", key[:real], value[:real], batch[:real],
+                             positions[:real], indptr, indices)
+        torch.cuda.synchronize()
+        assert torch.equal(caches[0], want[0]) and torch.equal(caches[1], want[1]), real
