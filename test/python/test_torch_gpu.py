@@ -292,7 +292,7 @@ def test_opcheck(env):
         (cst.ops.store_paged_kv,
          (kk, kk, slots, torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev),
           torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev), 0, None, None, None,
-          n, -1, 0, 1, diag, False)),
+          None, None, None, n, -1, 0, 1, diag, False)),
     ]
     for op, args in samples:
         torch.library.opcheck(op, args)
@@ -373,9 +373,11 @@ def test_store_paged_kv_page_table_matches_its_slot_mapping(env):
     for layout, cache_dtype in (("nhd", torch.bfloat16), ("hnd", torch.float8_e4m3fn)):
         order = torch.randperm(pages, device=dev).int()
         indptr = torch.tensor([0, 5, 9, 16, 30], dtype=torch.int32, device=dev)
-        batch = torch.randint(0, 4, (rows,), dtype=torch.int32, device=dev)
-        pages_of = (indptr[1:] - indptr[:-1]).long()
-        positions = (torch.rand(rows, device=dev) * (pages_of[batch.long()] * P)).int()
+        # Distinct (request, position) pairs: distinct slots (duplicates land in either order).
+        entry = torch.randperm(int(indptr[-1]) * P, device=dev)[:rows]
+        table_page = entry // P
+        batch = (torch.searchsorted(indptr, table_page.int(), right=True) - 1).int()
+        positions = ((table_page - indptr[batch.long()]) * P + entry % P).int()
         slots = (order[(indptr[batch.long()] + positions // P).long()].long() * P
                  + (positions % P).long())
         batch[7] = 4  # past the batch: skipped, counted
@@ -389,8 +391,9 @@ def test_store_paged_kv_page_table_matches_its_slot_mapping(env):
         n = torch.tensor([real], dtype=torch.int32, device=dev)
         out = []
         for table in (True, False):
-            caches = [torch.full(shape, 0x5A, dtype=torch.uint8, device=dev).view(cache_dtype)
-                      for _ in range(2)]
+            bytes_shape = (*shape[:-1], shape[-1] * cache_dtype.itemsize)
+            caches = [torch.full(bytes_shape, 0x5A, dtype=torch.uint8, device=dev).view(
+                cache_dtype) for _ in range(2)]
             diagnostics = torch.zeros(2, dtype=torch.int64, device=dev)
             extra = {"positions": positions, "kv_indptr": indptr, "kv_indices": order} \
                 if table else {}

@@ -134,8 +134,9 @@ inline constexpr int64_t kUnmappedSlot = INT64_MAX;
 // row reads neither kv_indptr nor kv_indices, so nothing outside indptr[0 .. batch] is read.
 template <>
 struct GuardSources<PageTableSlots> : CountSource {
-  const int32_t* batch_index;
+  const int32_t* batch_index;  // the arrays' first entries, then (pinned) the row's
   const int32_t* position;
+  int64_t offset;              // the row's entry from the pointers above: row, 0 once pinned
   const int32_t* indptr;
   const int32_t* indices;
   int32_t batch;
@@ -145,20 +146,25 @@ struct GuardSources<PageTableSlots> : CountSource {
   __device__ __forceinline__ GuardSources(const GuardArgs& guard, const SlotArgs& slots,
                                           const PageTableArgs& table, int64_t row)
       : CountSource{guard.n_ptr, guard.n_ptr},
-        batch_index(static_cast<const int32_t*>(slots.data) + row),
-        position(table.positions + row), indptr(table.indptr), indices(table.indices),
-        batch(table.batch), page(table.page), row(row) {}
+        batch_index(static_cast<const int32_t*>(slots.data)), position(table.positions),
+        offset(row), indptr(table.indptr), indices(table.indices), batch(table.batch),
+        page(table.page), row(row) {}
 
+  // As the slot mapping's: without a count, the first batch index's word (a row past the batch
+  // reads the count too).
   __device__ __forceinline__ void pin() {
     if (count == nullptr) count_read = batch_index;
+    batch_index += offset;
+    position += offset;
+    offset = 0;
     compute_before_wait(count_read);
     compute_before_wait(batch_index);
     compute_before_wait(position);
   }
   template <bool kPinned>
   __device__ __forceinline__ int64_t load_slot(int64_t n) const {
-    const int32_t b = load_global<kPinned>(batch_index);
-    const int32_t pos = load_global<kPinned>(position);
+    const int32_t b = load_global<kPinned>(batch_index + offset);
+    const int32_t pos = load_global<kPinned>(position + offset);
     if (row >= n || static_cast<uint32_t>(b) >= static_cast<uint32_t>(batch) || pos < 0)
       return kUnmappedSlot;
     const uint32_t page_in_request = page.div(static_cast<uint32_t>(pos));
