@@ -152,8 +152,7 @@ def main():
             "fused_store_cache", (nope, rope, slots, v4),
             {"index_k": k, "index_cache": fp8, "num_tokens_non_padded": n}),
         "store_paged_kv (NHD)": (
-            lambda: ops.store_paged_kv.default(kv, kv, slots, kc, vc, 0, None, None, None, None,
-                                               None, None, n),
+            lambda: ops.store_paged_kv.default(kv, kv, slots, kc, vc, 0, None, None, None, n),
             "store_paged_kv", (kv, kv, slots, kc, vc), {"num_tokens_non_padded": n}),
     }
     ways = dict(anchors)
@@ -164,11 +163,20 @@ def main():
         ways[f"{label}: direct"] = (
             lambda fn=fn, args=args, kwargs=kwargs: getattr(cst.direct, fn)(*args, **kwargs))
         ways[f"{label}: bind"] = cst.bind(fn, *args, **kwargs)
-    # The drop-in entry point over the same op (cachestore.compat.vllm).
-    from cachestore.compat import vllm
+    # The drop-in entry points over the same op (cachestore.compat): vLLM's slot mapping, and
+    # FlashInfer's page table (one request of one page) beside the op called with that table.
+    from cachestore.compat import flashinfer, vllm
     ways["store_paged_kv (NHD): compat.vllm.reshape_and_cache_flash"] = (
         lambda: vllm.reshape_and_cache_flash(kv, kv, kc, vc, slots, "auto", scale, scale,
                                              num_tokens_non_padded=n))
+    batch = torch.zeros(1, dtype=torch.int32, device=dev)
+    indptr = torch.tensor([0, 1], dtype=torch.int32, device=dev)
+    ways["store_paged_kv (NHD, page table): torch op"] = (
+        lambda: ops.store_paged_kv.default(kv, kv, batch, kc, vc, 0, None, None, None, n, -1, 0,
+                                           1, None, False, batch, indptr, batch))
+    ways["store_paged_kv (NHD, page table): compat.flashinfer.append_paged_kv_cache"] = (
+        lambda: flashinfer.append_paged_kv_cache(kv, kv, batch, batch, (kc, vc), batch, indptr,
+                                                 None, num_tokens_non_padded=n))
     times = time_ways(ways)
     base = times["C++ TORCH_LIBRARY op (anchor)"]
     print(f"\n| call | µs | x C++ anchor |\n|---|---|---|")

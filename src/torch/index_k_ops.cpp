@@ -73,16 +73,21 @@ template <int32_t kFormat>
 void store_index_k_paged(Tensor k, Tensor slot_mapping, Tensor cache, std::optional<int64_t> page_size,
                          int64_t rule, OptTensor num_tokens_non_padded, int64_t reserved_slot,
                          int64_t owner_rank, int64_t owner_size, OptTensor diagnostics,
-                         bool enable_pdl) {
+                         bool enable_pdl, OptTensor positions, OptTensor kv_indptr,
+                         OptTensor kv_indices) {
   const BatchOptions o{num_tokens_non_padded, reserved_slot, owner_rank, owner_size, diagnostics,
                        enable_pdl};
   check_rows("k", k);
   check_slots("slot_mapping", slot_mapping, k.size(0));
+  const PageTableTensors table{positions, kv_indptr, kv_indices};
+  const bool paged_slots = check_page_table(slot_mapping, table, k.size(0));
   check_paged_bytes("cache", cache);
   check_options(o);
   const int32_t pages = index_page_size(kFormat, "cache", cache, page_size, k.size(1));
   const int32_t device =
-      same_device({named("k", k), named("slot_mapping", slot_mapping), named("cache", cache),
+      same_device({named("k", k), named("slot_mapping", slot_mapping),
+                   named("positions", positions), named("kv_indptr", kv_indptr),
+                   named("kv_indices", kv_indices), named("cache", cache),
                    named("num_tokens_non_padded", num_tokens_non_padded),
                    named("diagnostics", diagnostics)});
   using Params = std::conditional_t<kFormat == CACHESTORE_INDEX_K_FP4,
@@ -92,6 +97,10 @@ void store_index_k_paged(Tensor k, Tensor slot_mapping, Tensor cache, std::optio
   CACHESTORE_PARAMS_INIT(p);
   batch_fields(p, k.size(0), o);
   p.slots = slots_of(slot_mapping, reserved_slot, owner_rank, owner_size);
+  if (paged_slots) {
+    p.slots.slot_type = CACHESTORE_SLOT_PAGE_TABLE;
+    p.page_table = page_table_of(table);
+  }
   p.k = k.data_ptr();
   p.k_row_stride = k.stride(0);
   p.cache = index_cache_struct<decltype(p.cache)>(cache, pages, k.size(1), rule);

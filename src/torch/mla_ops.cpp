@@ -14,7 +14,8 @@ void fused_store_cache(Tensor nope, Tensor rope, Tensor slot_mapping, Tensor kv_
                        std::optional<int64_t> index_page_size_arg,
                        std::optional<int64_t> index_rule, OptTensor num_tokens_non_padded,
                        int64_t reserved_slot, int64_t index_reserved_slot, int64_t owner_rank,
-                       int64_t owner_size, OptTensor diagnostics, bool enable_pdl) {
+                       int64_t owner_size, OptTensor diagnostics, bool enable_pdl,
+                       OptTensor positions, OptTensor kv_indptr, OptTensor kv_indices) {
   const BatchOptions o{num_tokens_non_padded, reserved_slot, owner_rank, owner_size, diagnostics,
                        enable_pdl};
   check_id("layout", layout, layout::kNumMlaLayouts);
@@ -25,6 +26,8 @@ void fused_store_cache(Tensor nope, Tensor rope, Tensor slot_mapping, Tensor kv_
     value_error("rope has " + std::to_string(rope.size(0)) + " rows, nope " +
                 std::to_string(nope.size(0)));
   check_slots("slot_mapping", slot_mapping, nope.size(0));
+  const PageTableTensors table{positions, kv_indptr, kv_indices};
+  const bool paged_slots = check_page_table(slot_mapping, table, nope.size(0));
   check_paged_bytes("kv_cache", kv_cache);
   check_options(o);
   const int64_t kv_rule = scale_rule.value_or(CACHESTORE_SCALE_POW2);
@@ -51,7 +54,8 @@ void fused_store_cache(Tensor nope, Tensor rope, Tensor slot_mapping, Tensor kv_
   }
   const int32_t device = same_device(
       {named("nope", nope), named("rope", rope), named("slot_mapping", slot_mapping),
-       named("kv_cache", kv_cache), named("index_k", index_k),
+       named("positions", positions), named("kv_indptr", kv_indptr),
+       named("kv_indices", kv_indices), named("kv_cache", kv_cache), named("index_k", index_k),
        named("index_slot_mapping", index_slots),
        named("index_cache", index_cache), named("num_tokens_non_padded", num_tokens_non_padded),
        named("diagnostics", diagnostics)});
@@ -60,6 +64,10 @@ void fused_store_cache(Tensor nope, Tensor rope, Tensor slot_mapping, Tensor kv_
   CACHESTORE_PARAMS_INIT(p);
   batch_fields(p, nope.size(0), o);
   p.kv_slots = slots_of(slot_mapping, reserved_slot, owner_rank, owner_size);
+  if (paged_slots) {  // one table for both caches, each at its own page size
+    p.kv_slots.slot_type = CACHESTORE_SLOT_PAGE_TABLE;
+    p.kv_page_table = page_table_of(table);
+  }
   p.nope = nope.data_ptr();
   p.nope_row_stride = nope.stride(0);
   p.rope = rope.data_ptr();
@@ -74,6 +82,10 @@ void fused_store_cache(Tensor nope, Tensor rope, Tensor slot_mapping, Tensor kv_
     p.index_k = index_k->data_ptr();
     p.index_k_row_stride = index_k->stride(0);
     p.index_slots = slots_of(*index_slots, index_reserved_slot, owner_rank, owner_size);
+    if (paged_slots) {
+      p.index_slots.slot_type = CACHESTORE_SLOT_PAGE_TABLE;
+      p.index_page_table = p.kv_page_table;
+    }
     p.index_format = static_cast<int32_t>(index_format);
     const int64_t rule = index_rule.value_or(0);  // amax (fp8), ties to even (fp4)
     if (index_format == CACHESTORE_INDEX_K_FP4) {
@@ -98,7 +110,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(cachestore, m) {
         "Tensor? index_slot_mapping=None, Tensor(b!)? index_cache=None, int index_format=0, "
         "int? index_page_size=None, int? index_rule=None, Tensor? num_tokens_non_padded=None, "
         "int reserved_slot=-1, int index_reserved_slot=-1, int owner_rank=0, int owner_size=1, "
-        "Tensor(c!)? diagnostics=None, bool enable_pdl=False) -> ()");
+        "Tensor(c!)? diagnostics=None, bool enable_pdl=False, Tensor? positions=None, "
+        "Tensor? kv_indptr=None, Tensor? kv_indices=None) -> ()");
 }
 void mla_kernels(Library& m) { m.impl("fused_store_cache", TORCH_BOX(&fused_store_cache)); }
 CACHESTORE_TORCH_KERNELS(mla_kernels)

@@ -108,10 +108,13 @@ template <class Params>
 void launch(cachestore_status_t (*store)(const Params*, void*), const Params& params,
             int32_t device);
 
-// The schema of the batch options of a sharded store (diagnostics alias letter given).
+// The schema of the batch options of a paged store (diagnostics alias letter given), then its
+// page-table slot source: appended last, so that positional calls of earlier releases still
+// bind.
 #define CACHESTORE_BATCH_SCHEMA(diagnostics_alias)                               \
   "Tensor? num_tokens_non_padded=None, int reserved_slot=-1, int owner_rank=0, " \
-  "int owner_size=1, Tensor(" diagnostics_alias "!)? diagnostics=None, bool enable_pdl=False"
+  "int owner_size=1, Tensor(" diagnostics_alias "!)? diagnostics=None, bool enable_pdl=False, " \
+  "Tensor? positions=None, Tensor? kv_indptr=None, Tensor? kv_indices=None"
 
 // Registers an op family's kernels, `impls(m)`, for CUDA tensors and for CPU tensors (which get
 // the checks, then the device refusal naming the first CPU tensor).

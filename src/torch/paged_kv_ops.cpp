@@ -165,10 +165,10 @@ cachestore_kv_side_t side_struct(const Tensor& x, const Tensor& cache, int64_t l
 
 void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key_cache,
                     OptTensor value_cache, int64_t layout, std::optional<int64_t> kv_cache_dtype,
-                    OptTensor k_scale, OptTensor v_scale, OptTensor positions,
-                    OptTensor kv_indptr, OptTensor kv_indices, OptTensor num_tokens_non_padded,
+                    OptTensor k_scale, OptTensor v_scale, OptTensor num_tokens_non_padded,
                     int64_t reserved_slot, int64_t owner_rank, int64_t owner_size,
-                    OptTensor diagnostics, bool enable_pdl) {
+                    OptTensor diagnostics, bool enable_pdl, OptTensor positions,
+                    OptTensor kv_indptr, OptTensor kv_indices) {
   const BatchOptions o{num_tokens_non_padded, reserved_slot, owner_rank, owner_size, diagnostics,
                        enable_pdl};
   check_id("layout", layout, 3);
@@ -236,8 +236,7 @@ using namespace cachestore::torch_ops;  // NOLINT: the registrations below name 
 STABLE_TORCH_LIBRARY_FRAGMENT(cachestore, m) {
   m.def("store_paged_kv(Tensor key, Tensor? value, Tensor slot_mapping, Tensor(a!) key_cache, "
         "Tensor(b!)? value_cache, int layout=0, int? kv_cache_dtype=None, Tensor? k_scale=None, "
-        "Tensor? v_scale=None, Tensor? positions=None, Tensor? kv_indptr=None, "
-        "Tensor? kv_indices=None, " CACHESTORE_BATCH_SCHEMA("c") ") -> ()");
+        "Tensor? v_scale=None, " CACHESTORE_BATCH_SCHEMA("c") ") -> ()");
 }
 void paged_kv_kernels(Library& m) { m.impl("store_paged_kv", TORCH_BOX(&store_paged_kv)); }
 CACHESTORE_TORCH_KERNELS(paged_kv_kernels)

@@ -132,3 +132,40 @@ def test_flashinfer_refusals_name_the_argument():
     with pytest.raises(ValueError, match="^key is on cpu"):
         flashinfer.append_paged_mla_kv_cache(kv(4, 512), kv(4, 64), i32, i32, kv(8, 16, 512),
                                              kv(8, 16, 64), indices, indptr, None)
+
+
+SGLANG_SIGNATURES = {
+    "fused_store_index_k_cache": ["key", "index_k_with_scale", "out_cache_loc", "page_size"],
+    "store_fp4_index_k_cache": ["input", "cache", "loc"],
+    "fused_store_flashmla_cache": ["input", "cache", "indices", "page_size"],
+    "fused_store_indexer_cache": ["input", "cache", "indices", "page_size"],
+    "fused_store_flashmla_cache_v41": ["input", "cache", "indices", "page_size", "layout"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SGLANG_SIGNATURES))
+def test_sglang_deepseek_signatures(name):
+    params = inspect.signature(getattr(sglang, name)).parameters
+    positional = [p for p, v in params.items() if v.kind == v.POSITIONAL_OR_KEYWORD]
+    assert positional == SGLANG_SIGNATURES[name]
+    assert params["num_tokens_non_padded"].kind == inspect.Parameter.KEYWORD_ONLY
+
+
+def test_sglang_deepseek_refusals():
+    k, loc = kv(4, 128), torch.zeros(4, dtype=torch.int64)
+    with pytest.raises(ValueError, match="^k is on cpu"):
+        sglang.fused_store_index_k_cache(k, torch.zeros(2, 64 * 132, dtype=torch.uint8), loc)
+    with pytest.raises(ValueError, match="^k is on cpu"):
+        sglang.store_fp4_index_k_cache(k, torch.zeros(2, 64 * 68, dtype=torch.uint8), loc,
+                                       page_size=64)
+    with pytest.raises(ValueError, match="^nope is on cpu"):
+        sglang.fused_store_flashmla_cache(kv(4, 512), torch.zeros(2, 37440, dtype=torch.uint8),
+                                          loc, 64)
+    with pytest.raises(ValueError, match=r"^layout = 'V5': expected 'V41' or 'V41_FP4'$"):
+        sglang.fused_store_flashmla_cache_v41(kv(4, 512), torch.zeros(2, 33792,
+                                                                      dtype=torch.uint8),
+                                              loc, 64, "V5")
+    with pytest.raises(NotImplementedError, match="^freqs_cis"):
+        sglang.fused_store_flashmla_cache_v41(kv(4, 512), torch.zeros(2, 33792,
+                                                                      dtype=torch.uint8),
+                                              loc, 64, freqs_cis=torch.zeros(4, 64))

@@ -324,3 +324,50 @@ def test_flashinfer_padded_graph_replay_reads_no_table_for_padding(env):
                              positions[:real], indptr, indices)
         torch.cuda.synchronize()
         assert torch.equal(caches[0], want[0]) and torch.equal(caches[1], want[1]), real
+
+
+# ---- SGLang's DeepSeek stores ---------------------------------------------------------------
+def test_sglang_deepseek_index_k_stores(env):
+    torch, _, dev = env
+    from cachestore.compat import sglang
+    page = 64
+    k = torch.randn(20, 128, device=dev).bfloat16()
+    loc = torch.randperm(PAGES * page, device=dev)[:20]
+    loc[17:] = -1  # padding rows
+    for store in (lambda cache: sglang.fused_store_index_k_cache(k, cache, loc, page),
+                  lambda cache: sglang.fused_store_indexer_cache(k, cache, loc.int(), page)):
+        cache = torch.full((PAGES, page * 132), 0xAB, dtype=torch.uint8, device=dev)
+        expected = cache.clone()
+        store(cache)
+        ref.ref_index_k_fp8(expected, page, k[:17], loc[:17], "amax")
+        torch.cuda.synchronize()
+        assert torch.equal(cache, expected)
+    for rne in (False, True):
+        cache = torch.full((PAGES, page * 68), 0xAB, dtype=torch.uint8, device=dev)
+        expected = cache.clone()
+        sglang.store_fp4_index_k_cache(k.view(20, 1, 128), cache, loc, page_size=page, rne=rne)
+        ref.ref_index_k_fp4(expected, page, k[:17], loc[:17], ties_to_even=rne)
+        torch.cuda.synchronize()
+        assert torch.equal(cache, expected), rne
+
+
+def test_sglang_deepseek_flashmla_stores(env):
+    torch, _, dev = env
+    from cachestore.compat import sglang
+    page = 64
+    x = torch.randn(20, 512, device=dev).bfloat16()
+    loc = torch.randperm(PAGES * page, device=dev)[:20]
+    loc[15:] = -1
+    page_bytes = {"v4": (584 * page + 575) // 576 * 576, "v41": (528 * page + 511) // 512 * 512,
+                  "v41_fp4": (288 * page + 255) // 256 * 256}
+    for name, store in (("v4", lambda cache: sglang.fused_store_flashmla_cache(x, cache, loc, page)),
+                        ("v41", lambda cache: sglang.fused_store_flashmla_cache_v41(
+                            x, cache, loc, page)),
+                        ("v41_fp4", lambda cache: sglang.fused_store_flashmla_cache_v41(
+                            x, cache, loc, page, "V41_FP4"))):
+        cache = torch.full((PAGES, page_bytes[name]), 0xAB, dtype=torch.uint8, device=dev)
+        expected = cache.clone()
+        store(cache)
+        ref.ref_mla(expected, page, name, x[:15, :448], x[:15, 448:], loc[:15])
+        torch.cuda.synchronize()
+        assert torch.equal(cache, expected), name

@@ -292,7 +292,7 @@ def test_opcheck(env):
         (cst.ops.store_paged_kv,
          (kk, kk, slots, torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev),
           torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev), 0, None, None, None,
-          None, None, None, n, -1, 0, 1, diag, False)),
+          n, -1, 0, 1, diag, False)),
     ]
     for op, args in samples:
         torch.library.opcheck(op, args)
@@ -406,3 +406,43 @@ def test_store_paged_kv_page_table_matches_its_slot_mapping(env):
         for a, b in zip(t_caches, s_caches):
             assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), layout
         assert t_diag.tolist() == [1, 0] and s_diag.tolist() == [0, 0], layout
+
+
+def test_deepseek_stores_page_table_matches_its_slot_mapping(env):
+    """The index-K and MLA stores through a page table write what the slot mapping it describes
+    writes (the fused store: one table for both caches)."""
+    torch, cst, dev = env
+    rows, real = 24, 21
+    indptr = torch.tensor([0, 2, 3, 6, 8], dtype=torch.int32, device=dev)  # PAGES pages
+    order = torch.randperm(PAGES, device=dev).int()
+    entry = torch.randperm(int(indptr[-1]) * P, device=dev)[:rows]
+    table_page = entry // P
+    batch = (torch.searchsorted(indptr, table_page.int(), right=True) - 1).int()
+    positions = ((table_page - indptr[batch.long()]) * P + entry % P).int()
+    slots = order[table_page].long() * P + (entry % P).long()
+    batch[real:], slots[real:] = -1, -1
+    table = {"positions": positions, "kv_indptr": indptr, "kv_indices": order}
+    n = torch.tensor([real], dtype=torch.int32, device=dev)
+    k = torch.randn(rows, 128, device=dev).bfloat16()
+    nope = torch.randn(rows, 448, device=dev).bfloat16()
+    rope = torch.randn(rows, 64, device=dev).bfloat16()
+    v4_page = (584 * P + 575) // 576 * 576
+    stores = {
+        "index_k_fp8": ([P * 132], lambda s, c, extra: cst.store_index_k_fp8(
+            k, s, c[0], num_tokens_non_padded=n, **extra)),
+        "index_k_fp4": ([P * 68], lambda s, c, extra: cst.store_index_k_fp4(
+            k, s, c[0], ties="toward_zero", num_tokens_non_padded=n, **extra)),
+        "fused_v4_fp8": ([v4_page, P * 132], lambda s, c, extra: cst.fused_store_cache(
+            nope, rope, s, c[0], index_k=k, index_cache=c[1], num_tokens_non_padded=n,
+            **extra)),
+    }
+    for name, (page_bytes, store) in stores.items():
+        out = []
+        for with_table in (True, False):
+            caches = [poison(torch, dev, PAGES, b) for b in page_bytes]
+            store(batch if with_table else slots, caches, table if with_table else {})
+            out.append(caches)
+        torch.cuda.synchronize()
+        for a, b in zip(*out):
+            assert torch.equal(a, b), name
+        assert not torch.equal(out[0][0], poison(torch, dev, PAGES, page_bytes[0])), name

@@ -186,6 +186,17 @@ CASES = {
                               r"^kv_indptr must hold batch \+ 1 entries"),
     "kv_table_device": ("store_paged_kv", (K16, K16, SLOTS32, KC, KC), TABLE, ValueError,
                         "^key is on cpu"),
+    "fp8_table_partial": ("store_index_k_fp8", (K, SLOTS32, FP8_PAGES), {"kv_indices": I32(4)},
+                          ValueError, "^positions, kv_indptr and kv_indices go together"),
+    "fp8_table_device": ("store_index_k_fp8", (K, SLOTS32, FP8_PAGES), TABLE, ValueError,
+                         "^k is on cpu"),
+    "fp4_table_batch_dtype": ("store_index_k_fp4", (K, SLOTS, FP4_PAGES), TABLE, TypeError,
+                              r"^slot_mapping\.dtype is torch\.int64; with a page table"),
+    "fused_table_positions": ("fused_store_cache", (NOPE, ROPE, SLOTS32, V4_PAGES),
+                              dict(TABLE, positions=I32(5)), ValueError,
+                              "^positions has 5 entries; the batch has 4 rows$"),
+    "fused_table_device": ("fused_store_cache", (NOPE, ROPE, SLOTS32, V4_PAGES), TABLE,
+                           ValueError, "^nope is on cpu"),
 }
 
 

@@ -62,8 +62,8 @@ def _append(key, value, batch_indices, positions, key_cache, value_cache, kv_ind
             kv_indptr, layout, num_tokens_non_padded, diagnostics, enable_pdl):
     try:
         _store_paged_kv(key, value, _int32(batch_indices), key_cache, value_cache, layout, None,
-                        None, None, _int32(positions), _int32(kv_indptr), _int32(kv_indices),
-                        num_tokens_non_padded, -1, 0, 1, diagnostics, enable_pdl)
+                        None, None, num_tokens_non_padded, -1, 0, 1, diagnostics, enable_pdl,
+                        _int32(positions), _int32(kv_indptr), _int32(kv_indices))
     except (ValueError, RuntimeError) as e:
         _store.reraise(e)
 

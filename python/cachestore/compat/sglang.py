@@ -6,15 +6,37 @@
   SGLang's token-to-KV pool, k / v `[num_tokens, H * D]` (or `[num_tokens, H, D]`) into
   `[num_slots, H * D]` caches at `indices` (int32 or int64), K and V in one launch.
   `row_bytes` and `num_split` are SGLang's tuning knobs and are accepted and ignored.
+- `fused_store_index_k_cache(key, index_k_with_scale, out_cache_loc, page_size=64)`: DeepSeek
+  V3.2's (DSA) fp8 indexer cache, the 132-byte page `(num_pages, page_size * 132)`, scale
+  `max(amax, 1e-4) / 448` (cachestore's `amax` rule).
+- `store_fp4_index_k_cache(input, cache, loc, *, page_size, rne=False)`: the 68-byte fp4
+  indexer page `(num_pages, page_size * 68)`; `rne=True` rounds ties to even, the default
+  (SGLang's thresholds) toward zero.
+- `fused_store_flashmla_cache(input, cache, indices, page_size)`: DeepSeek V4's FlashMLA
+  "MODEL1" record from `input [num_tokens, 512]` (448 NoPE values, then 64 RoPE values).
+- `fused_store_indexer_cache(input, cache, indices, page_size)`: V4's fp8 indexer cache (the
+  132-byte page, `amax` rule) from `input [num_tokens, 128]`.
+- `fused_store_flashmla_cache_v41(input, cache, indices, page_size, layout="V41")`: the V4.1
+  records, `layout` "V41" (528 bytes, e4m3) or "V41_FP4" (288 bytes, e2m1), from already
+  rotated input `[num_tokens, 512]`.
 
-Differences: inputs are bf16, fp16 or fp32 with caches of the same dtype (SGLang copies any
-element type's bytes); an index that is negative or past the cache is skipped (and counted with
-`diagnostics=`) where SGLang writes it; `num_tokens_non_padded=` skips the rows of a padded
-graph batch at or past the device count.
+Differences: inputs are bf16 (the DeepSeek stores) or bf16 / fp16 / fp32 with caches of the same
+dtype (`store_cache`); an index that is negative or past the cache is skipped (and counted with
+`diagnostics=`) where SGLang writes it; `num_tokens_non_padded=` (SGLang's newer
+`extend_num_tokens`) skips the rows of a padded graph batch at or past the device count. The
+fp8 indexer payload is `e4m3(x / s)` (vLLM's bytes); SGLang's CUDA indexer kernels multiply by
+`1 / s`, which can round a value differently in its last bit. The V4.1 store's in-kernel RoPE
+(`freqs_cis`) is not offered: rotate the input first.
 """
+from .. import capi as c
 from ..torch import _store, ops as _ops
 
 _store_paged_kv = _ops.store_paged_kv.default
+_store_index_k_fp8 = _ops.store_index_k_fp8.default
+_store_index_k_fp4 = _ops.store_index_k_fp4.default
+_fused_store_cache = _ops.fused_store_cache.default
+_V41_LAYOUTS = {"V41": c.MLA_V41, "V41_FP4": c.MLA_V41_FP4}
+_V4_NOPE = 448
 
 
 def store_cache(k, v, k_cache, v_cache, indices, *, row_bytes=0, num_split=0,
@@ -27,10 +49,76 @@ def store_cache(k, v, k_cache, v_cache, indices, *, row_bytes=0, num_split=0,
         v = v.flatten(1)
     try:  # the caches as one-head paged caches of one slot a page: [num_slots, 1, H * D]
         _store_paged_kv(k, v, indices, k_cache.unsqueeze(1), v_cache.unsqueeze(1), 0, None,
-                        None, None, None, None, None, num_tokens_non_padded, -1, 0, 1,
-                        diagnostics)
+                        None, None, num_tokens_non_padded, -1, 0, 1, diagnostics)
     except (ValueError, RuntimeError) as e:
         _store.reraise(e)
 
 
-__all__ = ["store_cache"]
+def _rows(x, width):
+    """x as [num_tokens, width] rows (SGLang reshapes its inputs the same way)."""
+    return x if x.dim() == 2 else x.reshape(-1, width)
+
+
+def _index_k_fp8(key, cache, loc, page_size, num_tokens_non_padded, diagnostics):
+    try:
+        _store_index_k_fp8(_rows(key, 128), loc, cache, page_size, c.SCALE_AMAX,
+                           num_tokens_non_padded, -1, 0, 1, diagnostics)
+    except (ValueError, RuntimeError) as e:
+        _store.reraise(e)
+
+
+def fused_store_index_k_cache(key, index_k_with_scale, out_cache_loc, page_size=64, *,
+                              num_tokens_non_padded=None, diagnostics=None):
+    """SGLang `fused_store_index_k_cache` (DSA): the fp8 indexer key of each row."""
+    _index_k_fp8(key, index_k_with_scale, out_cache_loc, page_size, num_tokens_non_padded,
+                 diagnostics)
+
+
+def fused_store_indexer_cache(input, cache, indices, page_size, *,  # noqa: A002 - SGLang's name
+                              num_tokens_non_padded=None, diagnostics=None):
+    """SGLang DeepSeek-V4 `fused_store_indexer_cache`: the fp8 indexer key of each row."""
+    _index_k_fp8(input, cache, indices, page_size, num_tokens_non_padded, diagnostics)
+
+
+def store_fp4_index_k_cache(input, cache, loc, *, page_size, rne=False,  # noqa: A002
+                            num_tokens_non_padded=None, diagnostics=None):
+    """SGLang `store_fp4_index_k_cache`: the fp4 indexer key of each row."""
+    ties = c.FP4_TIES_TO_EVEN if rne else c.FP4_TIES_TOWARD_ZERO
+    try:
+        _store_index_k_fp4(_rows(input, 128), loc, cache, page_size, ties, num_tokens_non_padded,
+                           -1, 0, 1, diagnostics)
+    except (ValueError, RuntimeError) as e:
+        _store.reraise(e)
+
+
+def _flashmla(input, cache, indices, page_size, layout, num_tokens_non_padded, diagnostics):
+    rows = _rows(input, 512)
+    try:
+        _fused_store_cache(rows[:, :_V4_NOPE], rows[:, _V4_NOPE:], indices, cache, layout,
+                           page_size, None, None, None, None, 0, None, None,
+                           num_tokens_non_padded, -1, -1, 0, 1, diagnostics)
+    except (ValueError, RuntimeError) as e:
+        _store.reraise(e)
+
+
+def fused_store_flashmla_cache(input, cache, indices, page_size, *,  # noqa: A002
+                               num_tokens_non_padded=None, diagnostics=None):
+    """SGLang DeepSeek-V4 `fused_store_flashmla_cache`: the MODEL1 record of each row."""
+    _flashmla(input, cache, indices, page_size, c.MLA_V4, num_tokens_non_padded, diagnostics)
+
+
+def fused_store_flashmla_cache_v41(input, cache, indices, page_size, layout="V41", *,  # noqa: A002
+                                   freqs_cis=None, num_tokens_non_padded=None, diagnostics=None):
+    """SGLang's DeepSeek-V4.1 FlashMLA store: the V41 or V41_FP4 record of each row."""
+    if freqs_cis is not None:
+        raise NotImplementedError("freqs_cis: the in-kernel RoPE of the V4.1 store is not "
+                                  "offered; pass the rotated input")
+    if layout not in _V41_LAYOUTS:
+        raise ValueError(f"layout = {layout!r}: expected 'V41' or 'V41_FP4'")
+    _flashmla(input, cache, indices, page_size, _V41_LAYOUTS[layout], num_tokens_non_padded,
+              diagnostics)
+
+
+__all__ = ["fused_store_flashmla_cache", "fused_store_flashmla_cache_v41",
+           "fused_store_index_k_cache", "fused_store_indexer_cache", "store_cache",
+           "store_fp4_index_k_cache"]

@@ -55,8 +55,7 @@ def _paged(layout, key, value, key_cache, value_cache, slot_mapping, kv_cache_dt
         k_scale = v_scale = None
     try:
         _store_paged_kv(key, value, slot_mapping, key_cache, value_cache, layout, cache_type,
-                        k_scale, v_scale, None, None, None, num_tokens_non_padded, -1, 0, 1,
-                        diagnostics)
+                        k_scale, v_scale, num_tokens_non_padded, -1, 0, 1, diagnostics)
     except (ValueError, RuntimeError) as e:
         _reraise(e)
 
@@ -96,8 +95,8 @@ def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, sca
         split = kv_cache.shape[-1] - k_pe.shape[-1]
         _store_paged_kv(kv_c, k_pe, slot_mapping, kv_cache[..., :split], kv_cache[..., split:],
                         _NHD, cache_type, None if cache_type is None else scale,
-                        None if cache_type is None else scale, None, None, None,
-                        num_tokens_non_padded, -1, 0, 1, diagnostics)
+                        None if cache_type is None else scale, num_tokens_non_padded, -1, 0, 1,
+                        diagnostics)
     except (ValueError, RuntimeError) as e:
         _reraise(e)
 

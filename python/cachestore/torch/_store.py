@@ -42,15 +42,22 @@ class Arg:
 
 
 # The options every store takes after its tensors (the guard's count, the slot mapping's options,
-# the diagnostics and PDL); `sharded` stores take the page-owner options too.
+# the diagnostics and PDL); `sharded` (paged) stores take the page-owner options too and, last
+# (appended, so that positional calls of earlier releases still bind), the page-table slot
+# source: positions, kv_indptr, kv_indices (slot_mapping then holds the batch indices).
 def batch_options(sharded=True):
     args = [Arg("num_tokens_non_padded", "Tensor?", None, keyword=True),
             Arg("reserved_slot", "int", -1, keyword=True)]
     if sharded:
         args += [Arg("owner_rank", "int", 0, keyword=True),
                  Arg("owner_size", "int", 1, keyword=True)]
-    return args + [Arg("diagnostics", "Tensor?", None, mutated=True, keyword=True),
-                   Arg("enable_pdl", "bool", False, keyword=True)]
+    args += [Arg("diagnostics", "Tensor?", None, mutated=True, keyword=True),
+             Arg("enable_pdl", "bool", False, keyword=True)]
+    if sharded:
+        args += [Arg("positions", "Tensor?", None, keyword=True),
+                 Arg("kv_indptr", "Tensor?", None, keyword=True),
+                 Arg("kv_indices", "Tensor?", None, keyword=True)]
+    return args
 
 
 def _schema_default(value):

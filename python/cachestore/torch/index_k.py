@@ -43,10 +43,13 @@ def _paged(index_format):
     def prepare(a):
         k_.check_rows("k", a.k)
         k_.check_slots("slot_mapping", a.slot_mapping, a.k.shape[0])
+        k_.check_page_table(a, a.k.shape[0])
         k_.check_paged_bytes("cache", a.cache)
         k_.check_options(a)
         a.page_size = index_page_size(index_format, "cache", a.cache, a.page_size, a.k.shape[1])
-        k_.same_device(("k", a.k), ("slot_mapping", a.slot_mapping), ("cache", a.cache),
+        k_.same_device(("k", a.k), ("slot_mapping", a.slot_mapping), ("positions", a.positions),
+                       ("kv_indptr", a.kv_indptr), ("kv_indices", a.kv_indices),
+                       ("cache", a.cache),
                        ("num_tokens_non_padded", a.num_tokens_non_padded),
                        ("diagnostics", a.diagnostics))
 
@@ -54,7 +57,10 @@ def _paged(index_format):
         fp4 = index_format == c.INDEX_K_FP4
         p = c.IndexKFp4Params() if fp4 else c.IndexKFp8Params()
         k_.batch_fields(p, a.k.shape[0], a)
-        p.slots = k_.slots_of(a.slot_mapping, a.reserved_slot, a.owner_rank, a.owner_size)
+        table = a.positions is not None
+        p.slots = k_.slots_of(a.slot_mapping, a.reserved_slot, a.owner_rank, a.owner_size, table)
+        if table:
+            p.page_table = k_.page_table_of(a)
         p.k, p.k_row_stride = a.k.data_ptr(), a.k.stride(0)
         p.cache = index_cache_struct(index_format, a.cache, a.page_size, a.k.shape[1],
                                      a.ties if fp4 else a.scale_rule)

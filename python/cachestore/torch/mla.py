@@ -18,6 +18,7 @@ def _prepare(a):
     if a.rope.shape[0] != a.nope.shape[0]:
         raise ValueError(f"rope has {a.rope.shape[0]} rows, nope {a.nope.shape[0]}")
     k_.check_slots("slot_mapping", a.slot_mapping, a.nope.shape[0])
+    k_.check_page_table(a, a.nope.shape[0])
     k_.check_paged_bytes("kv_cache", a.kv_cache)
     k_.check_options(a)
     if a.scale_rule is None:
@@ -45,7 +46,8 @@ def _prepare(a):
         a.index_page_size = index_page_size(a.index_format, "index_cache", a.index_cache,
                                             a.index_page_size, a.index_k.shape[1])
     k_.same_device(("nope", a.nope), ("rope", a.rope), ("slot_mapping", a.slot_mapping),
-                   ("kv_cache", a.kv_cache), ("index_k", a.index_k),
+                   ("positions", a.positions), ("kv_indptr", a.kv_indptr),
+                   ("kv_indices", a.kv_indices), ("kv_cache", a.kv_cache), ("index_k", a.index_k),
                    ("index_slot_mapping", a.index_slot_mapping), ("index_cache", a.index_cache),
                    ("num_tokens_non_padded", a.num_tokens_non_padded),
                    ("diagnostics", a.diagnostics))
@@ -54,7 +56,10 @@ def _prepare(a):
 def _build(a):
     p = c.FusedStoreParams()
     k_.batch_fields(p, a.nope.shape[0], a)
-    p.kv_slots = k_.slots_of(a.slot_mapping, a.reserved_slot, a.owner_rank, a.owner_size)
+    table = a.positions is not None  # one table for both caches, each at its own page size
+    p.kv_slots = k_.slots_of(a.slot_mapping, a.reserved_slot, a.owner_rank, a.owner_size, table)
+    if table:
+        p.kv_page_table = k_.page_table_of(a)
     p.nope, p.nope_row_stride = a.nope.data_ptr(), a.nope.stride(0)
     p.rope, p.rope_row_stride = a.rope.data_ptr(), a.rope.stride(0)
     p.layout, p.kv_scale_rule = a.layout, a.scale_rule
@@ -63,7 +68,9 @@ def _build(a):
     if a.index_k is not None:
         p.index_k, p.index_k_row_stride = a.index_k.data_ptr(), a.index_k.stride(0)
         p.index_slots = k_.slots_of(a.index_slot_mapping, a.index_reserved_slot, a.owner_rank,
-                                    a.owner_size)
+                                    a.owner_size, table)
+        if table:
+            p.index_page_table = p.kv_page_table
         p.index_format = a.index_format
         cache = index_cache_struct(a.index_format, a.index_cache, a.index_page_size,
                                    a.index_k.shape[1], a.index_rule)

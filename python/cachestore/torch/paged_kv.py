@@ -170,9 +170,6 @@ STORES = [
            Arg("kv_cache_dtype", "int?", None, choices=CACHE_TYPES, keyword=True),
            Arg("k_scale", "Tensor?", None, keyword=True),
            Arg("v_scale", "Tensor?", None, keyword=True),
-           Arg("positions", "Tensor?", None, keyword=True),
-           Arg("kv_indptr", "Tensor?", None, keyword=True),
-           Arg("kv_indices", "Tensor?", None, keyword=True),
            *batch_options()],
           _prepare, _build,
           doc="K/V [T, H, D] (or [T, D], one head) bf16 / fp16 / fp32, any D, into paged "
