@@ -323,6 +323,68 @@ TEST(E2m1Reference, HandWorkedValues) {
   EXPECT_EQ(e2m1_from_float(-0.1f), 0x8);
 }
 
+// NVFP4 blocks (FlashInfer's rule) worked by hand: the scale byte, then each code of x * out.
+TEST(Nvfp4Reference, HandWorkedBlocks) {
+  uint8_t packed[8], sf = 0;
+  // g = 1, amax 6: sf = 6 / 6 = 1 (e4m3 0x38), out = 1; every code and each tie's even choice.
+  const float exact[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -6, -0.25f, 0.3f, 5, 5.5f, 2.5f, -1.25f, 0.75f};
+  reference::quantize_nvfp4_block(exact, 1.0f, packed, &sf);
+  EXPECT_EQ(sf, 0x38);
+  const uint8_t exact_bytes[8] = {0x10, 0x32, 0x54, 0x76, 0x8F, 0x61, 0x47, 0x2A};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(packed[i], exact_bytes[i]) << "byte " << i;
+  // g = 0.5, amax 3: sf = 3 / 3 = 1, out = 1 / 0.5 = 2: 1.5 -> 3.0 (code 5), -0.7 -> -1.4 (0xB).
+  float half[16] = {};
+  half[0] = 1.5f, half[1] = -0.7f, half[2] = 3.0f;
+  reference::quantize_nvfp4_block(half, 0.5f, packed, &sf);
+  EXPECT_EQ(sf, 0x38);
+  EXPECT_EQ(packed[0], 0xB5);
+  EXPECT_EQ(packed[1], 0x07);  // 3 * 2 = 6 (code 7), then +0
+  // g = 1, amax 1.3: sf = e4m3(1.3 / 6 = 0.21667) = 0.21875 (0x26: 2^-3 * 1.75); out = 1 / sf
+  // = 4.5714; 1.3 * out = 5.943 -> 6 (7); 0.1 * out = 0.457 -> 0.5 (1).
+  float odd[16] = {};
+  odd[0] = 1.3f, odd[1] = 0.1f;
+  reference::quantize_nvfp4_block(odd, 1.0f, packed, &sf);
+  EXPECT_EQ(sf, 0x26);
+  EXPECT_EQ(packed[0], 0x17);
+  // All zero (and -0): scale 0, out 0, codes 0 with their signs.
+  float zero[16] = {};
+  zero[3] = -0.0f;
+  reference::quantize_nvfp4_block(zero, 1.0f, packed, &sf);
+  EXPECT_EQ(sf, 0x00);
+  EXPECT_EQ(packed[1], 0x80);
+  EXPECT_EQ(packed[0], 0x00);
+  // A NaN is left out of amax and stored as 0 with its sign; an Inf saturates the scale (448,
+  // 0x7E) and is stored as 6, the block's finite values becoming zeros.
+  float special[16] = {};
+  special[0] = 6.0f, special[1] = -NAN, special[2] = NAN;
+  reference::quantize_nvfp4_block(special, 1.0f, packed, &sf);
+  EXPECT_EQ(sf, 0x38);
+  EXPECT_EQ(packed[0], 0x87);
+  EXPECT_EQ(packed[1], 0x00);
+  special[3] = -INFINITY;
+  reference::quantize_nvfp4_block(special, 1.0f, packed, &sf);
+  EXPECT_EQ(sf, 0x7E);
+  EXPECT_EQ(packed[0], 0x80);  // 6 / (448 * 6 ...) rounds to 0; the NaN keeps its sign
+  EXPECT_EQ(packed[1], 0xF0);  // NaN -> 0, -Inf -> -6
+  // A subnormal scale: amax = 6 * 3 * 2^-9 gives sf = 3 * 2^-9 (0x03) exactly.
+  float tiny[16] = {};
+  tiny[0] = 6.0f * 3.0f * 0x1p-9f, tiny[1] = -tiny[0] / 2;
+  reference::quantize_nvfp4_block(tiny, 1.0f, packed, &sf);
+  EXPECT_EQ(sf, 0x03);
+  EXPECT_EQ(packed[0], 0xD7);  // 6 (7), -3 (0xD)
+  // Below the smallest scale: sf rounds to 0, so out is 0 and every code is a signed zero.
+  tiny[0] = 6.0f * 0x1p-12f, tiny[1] = -tiny[0];
+  reference::quantize_nvfp4_block(tiny, 1.0f, packed, &sf);
+  EXPECT_EQ(sf, 0x00);
+  EXPECT_EQ(packed[0], 0x80);
+  // A scale that is not > 0 (0, negative, NaN) stores zeros, as amax = 0 does.
+  for (float g : {0.0f, -1.0f, NAN}) {
+    reference::quantize_nvfp4_block(exact, g, packed, &sf);
+    EXPECT_EQ(sf, 0x00) << g;
+    EXPECT_EQ(packed[4], 0x88) << g;  // -6 and -0.25 as signed zeros
+  }
+}
+
 // The power-of-two scale bytes from amax's bits (detail::pow2_scale_byte: what the sm_90 image
 // computes) against their formulas, for every amax the kernels can meet: amax is the largest
 // magnitude of bf16 values, so every non-negative bf16 (zero, subnormals, Inf) and nothing else.

@@ -213,6 +213,31 @@ void store_index_k_fp8_rows(const Batch& batch, const SlotMapping& slots, const 
   });
 }
 
+}  // namespace
+
+void quantize_nvfp4_block(const float* x, float g, uint8_t* packed, uint8_t* scale_byte) {
+  float amax = 0.0f;
+  for (int i = 0; i < 16; ++i) {
+    const float a = std::fabs(x[i]);
+    if (a > amax) amax = a;  // NaN compares false: ignored
+  }
+  const bool scaled = amax > 0.0f && g > 0.0f;
+  *scale_byte = e4m3_from_float(scaled ? amax / (6.0f * g) : 0.0f);
+  const float sf = e4m3_to_float(*scale_byte);
+  const float out = scaled && sf > 0.0f ? 1.0f / (sf * g) : 0.0f;
+  uint8_t codes[16];
+  for (int i = 0; i < 16; ++i) {
+    // A NaN product (a NaN input, or an Inf under a zero out) takes the input's sign, whatever
+    // the host's NaN arithmetic does with signs.
+    const float v = x[i] * out;
+    codes[i] = std::isnan(v) ? static_cast<uint8_t>(std::signbit(x[i]) ? 0x8 : 0x0)
+                             : e2m1_from_float(v, true);
+  }
+  for (int i = 0; i < 8; ++i) packed[i] = static_cast<uint8_t>(codes[2 * i] | (codes[2 * i + 1] << 4));
+}
+
+namespace {
+
 void store_index_k_fp4_rows(const Batch& batch, const SlotMapping& slots, const void* k,
                             int64_t k_row_stride, const IndexKFp4Cache& c) {
   auto* base = static_cast<uint8_t*>(c.data);
