@@ -10,7 +10,8 @@
 # built and tested here too; CACHESTORE_TEST_TORCH=none skips that (the torch tests then skip).
 # The package builds without isolation against the interpreter's torch. With <source>/.whl
 # present (a machine without network: the build backend carried as a wheel) pip installs from
-# there only.
+# there only. CACHESTORE_WHEEL_CUDA_ARCHITECTURES (e.g. 90-real) builds the package for those
+# architectures only, where the tests need no other image (the GPU machine: a third of the build).
 #
 # usage: run_wheel_tests.sh SOURCE_DIR WORK_DIR [PYTEST_ARGS...]   (package in WORK_DIR/site)
 set -euo pipefail
@@ -44,8 +45,16 @@ export PYTHONPATH="$work/site:$work/tools${PYTHONPATH:+:$PYTHONPATH}"
   "$py" -m pip install "${pip_opts[@]}" --target "$work/tools" scikit-build-core
 "$py" -c "import pytest" 2>/dev/null ||
   "$py" -m pip install "${pip_opts[@]}" --target "$work/tools" pytest
+build_opts=()
+# Its own build folder: the cached architecture choice never reaches the fat build's folder.
+if [[ -n "${CACHESTORE_WHEEL_CUDA_ARCHITECTURES:-}" ]]; then
+  archs=$CACHESTORE_WHEEL_CUDA_ARCHITECTURES
+  build_opts+=(--config-settings="cmake.define.CMAKE_CUDA_ARCHITECTURES=$archs"
+               --config-settings="build-dir=build-python/${archs//[^0-9a-z-]/_}/{wheel_tag}")
+fi
 start=$SECONDS
-"$py" -m pip install "${pip_opts[@]}" --no-build-isolation --no-deps --target "$work/site" "$src"
+"$py" -m pip install "${pip_opts[@]}" "${build_opts[@]}" --no-build-isolation --no-deps \
+  --target "$work/site" "$src"
 echo "pip install $src: $((SECONDS - start)) s"
 cd "$work"
 "$py" -c "import cachestore; print('installed', cachestore.__version__, cachestore.library_path())"
