@@ -120,6 +120,60 @@ def page_table(rows):
     return "\n".join(lines)
 
 
+# The bandwidth targets at n = 262144 (% of the same-run copy, prefill / decode slots; None: no
+# target for that slot mode) and the decode-size targets (x_naive, PDL off, at most this).
+COPY_TARGETS = {
+    "paged_kv_nhd_fp8": (92, 88), "paged_kv_hnd_fp8": (92, 88), "paged_kv_mla576": (92, 88),
+    "mla_v41_fp4": (85, 80), "index_k_fp4": (85, 80), "index_k_fp8_amax": (None, 85),
+    "index_k_fp8_pow2": (None, 85), "fused_v4_index": (92, 85), "mla_v4": (None, 88),
+    "mla_v32": (None, 88), "paged_kv_nhd": (93, 93), "paged_kv_hnd": (93, 93),
+}
+NAIVE_TARGETS = {"mla_v41": {1: 1.00, 8: 1.00, 32: 1.00, 128: 1.10, 512: 1.10},
+                 "mla_v4": {1: 1.10, 8: 1.10, 32: 1.10, 128: 1.10}}
+
+
+def targets(rows, previous):
+    """Each bandwidth and decode-size target with its verdict: % of copy at n = 262144 with PDL
+    off and on (on within 2% of off), x_naive with PDL off, and (with an earlier run) every other
+    decode-size row no more than 0.02x slower in x_naive."""
+    lines = ["\n## Targets (met / missed)\n", "| store | target | measured | verdict |",
+             "|---|---|---|---|"]
+
+    def add(store, target, measured, ok):
+        lines.append(f"| {store} | {target} | {measured} | {'met' if ok else 'missed'} |")
+
+    for store, goals in COPY_TARGETS.items():
+        for slots, goal in zip(("prefill", "decode"), goals):
+            if goal is None:
+                continue
+            off = cell(rows, store, "graph", "off", slots, 262144, "pct_copy")
+            on = cell(rows, store, "graph", "on", slots, 262144, "pct_copy")
+            if off is None:
+                continue
+            add(store, f"{slots} >= {goal}% of copy, PDL off", f"{off:.0f}%", off >= goal)
+            if on is not None:
+                add(store, f"{slots} PDL on within 2% of off", f"{on:.0f}%", on >= goal and
+                    abs(on - off) <= 0.02 * off)
+    for store, limits in NAIVE_TARGETS.items():
+        for n, limit in limits.items():
+            x = cell(rows, store, "graph", "off", "decode", n, "x_naive")
+            if x is not None:
+                add(store, f"n = {n}: <= {limit:.2f}x naive, PDL off", f"{x:.2f}x", x <= limit)
+    if previous is not None:
+        worse = []
+        for key, b in rows.items():
+            store, mode, pdl, slots, n = key
+            if mode != "graph" or pdl != "off" or n > 512 or store in NAIVE_TARGETS:
+                continue
+            old = previous.get(key)
+            if old is not None and "x_naive" in b and "x_naive" in old and \
+                    b["x_naive"] > old["x_naive"] + 0.02:
+                worse.append(f"{store} n={n} {old['x_naive']:.2f}x -> {b['x_naive']:.2f}x")
+        add("every other decode-size row", "<= 0.02x slower than the earlier run",
+            "; ".join(worse) if worse else "none slower", not worse)
+    return "\n".join(lines)
+
+
 def compare(rows, previous):
     """Each graph row's time over the same row of an earlier run: the spread of the ratios per
     store, and the rows beyond 5% either way."""
@@ -187,6 +241,7 @@ def main():
             md.append(f"- {k}: {context[k]}")
     md.append(summary(rows))
     md.append(page_table(rows))
+    md.append(targets(rows, previous))
     if previous is not None:
         md.append(compare(rows, previous))
     for mode in ("graph", "stream"):
@@ -202,6 +257,7 @@ def main():
             print(f"no plot: {e}", file=sys.stderr)
     print(summary(rows))
     print(page_table(rows))
+    print(targets(rows, previous))
     if previous is not None:
         print(compare(rows, previous))
 
