@@ -196,10 +196,7 @@ TEST_P(GuardTest, EachSlotRuleAlone) {
   c.set_slots(slots);
   c.set_index_slots(slots);
   c.upload_inputs();
-  STORE_ASSERT(c.run_device(nullptr));
-  CUDA_ASSERT(cudaDeviceSynchronize());
-  c.run_reference();
-  ASSERT_TRUE(c.outputs_match());
+  ASSERT_TRUE(store_matches_reference(c));
   const Diagnostics d = c.device_diagnostics();
   const unsigned long long per_cache = 3;
   EXPECT_EQ(d.out_of_range_slots, has_fused_index(GetParam()) ? 2 * per_cache : per_cache);
@@ -276,10 +273,7 @@ TEST_P(PageTableTest, EachLookupFaultAloneIsSkippedAndCounted) {
   c.set_slots(slots);
   c.set_index_slots(slots);
   c.upload_inputs();
-  STORE_ASSERT(c.run_device(nullptr));
-  CUDA_ASSERT(cudaDeviceSynchronize());
-  c.run_reference();
-  ASSERT_TRUE(c.outputs_match());
+  ASSERT_TRUE(store_matches_reference(c));
   const Diagnostics d = c.device_diagnostics();
   EXPECT_EQ(d.out_of_range_slots, has_fused_index(GetParam()) ? 12u : 6u);
   EXPECT_EQ(d.negative_token_counts, 0u);

@@ -156,15 +156,16 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
     In values[kW];
     memcpy(values, x, sizeof values);
     Out out[kW];
+    if constexpr (kCache == KvCacheType::kAuto) {
+      memcpy(out, values, sizeof out);
+    } else {  // the 16-byte kernel's quantizer at kW values
+      float v[kW];
 #pragma unroll
-    for (int i = 0; i < kW; ++i) {
-      if constexpr (kCache == KvCacheType::kAuto) {
-        out[i] = values[i];
-      } else {
-        const float q = exact_quotient(kv_value<kIn>(values[i]), scale);
-        out[i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(
-            q, __NV_SATFINITE, kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2));
-      }
+      for (int i = 0; i < kW; ++i) v[i] = kv_value<kIn>(values[i]);
+      const Fp8Bytes<kW> q =
+          fp8_divided<kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2,
+                      ScaleSource::kGiven>(v, scale);
+      memcpy(out, &q, sizeof out);
     }
     const KvDimArgs& dim = is_v ? a.v_dim : a.k_dim;
     Out* base = reinterpret_cast<Out*>(side.cache) +

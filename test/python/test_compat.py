@@ -22,14 +22,6 @@ VLLM_SIGNATURES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(VLLM_SIGNATURES))
-def test_vllm_signatures(name):
-    params = inspect.signature(getattr(vllm, name)).parameters
-    positional = [p for p, v in params.items() if v.kind == v.POSITIONAL_OR_KEYWORD]
-    assert positional == VLLM_SIGNATURES[name]
-    assert params["num_tokens_non_padded"].kind == inspect.Parameter.KEYWORD_ONLY
-
-
 def kv(*shape, dtype=torch.bfloat16):
     return torch.zeros(*shape, dtype=dtype)
 
@@ -96,14 +88,6 @@ FLASHINFER_SIGNATURES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(FLASHINFER_SIGNATURES))
-def test_flashinfer_signatures(name):
-    params = inspect.signature(getattr(flashinfer, name)).parameters
-    positional = [p for p, v in params.items() if v.kind == v.POSITIONAL_OR_KEYWORD]
-    assert positional == FLASHINFER_SIGNATURES[name]
-    assert params["num_tokens_non_padded"].kind == inspect.Parameter.KEYWORD_ONLY
-
-
 def test_flashinfer_refusals_name_the_argument():
     key = kv(4, 8, 128)
     i32 = torch.zeros(4, dtype=torch.int32)
@@ -143,14 +127,6 @@ SGLANG_SIGNATURES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SGLANG_SIGNATURES))
-def test_sglang_deepseek_signatures(name):
-    params = inspect.signature(getattr(sglang, name)).parameters
-    positional = [p for p, v in params.items() if v.kind == v.POSITIONAL_OR_KEYWORD]
-    assert positional == SGLANG_SIGNATURES[name]
-    assert params["num_tokens_non_padded"].kind == inspect.Parameter.KEYWORD_ONLY
-
-
 def test_sglang_deepseek_refusals():
     k, loc = kv(4, 128), torch.zeros(4, dtype=torch.int64)
     with pytest.raises(ValueError, match="^k is on cpu"):
@@ -169,3 +145,18 @@ def test_sglang_deepseek_refusals():
         sglang.fused_store_flashmla_cache_v41(kv(4, 512), torch.zeros(2, 33792,
                                                                       dtype=torch.uint8),
                                               loc, 64, freqs_cis=torch.zeros(4, 64))
+
+
+SIGNATURES = {"vllm": (vllm, VLLM_SIGNATURES), "flashinfer": (flashinfer, FLASHINFER_SIGNATURES),
+              "sglang": (sglang, SGLANG_SIGNATURES)}
+
+
+@pytest.mark.parametrize("module,name", [(m, n) for m, (_, table) in SIGNATURES.items()
+                                         for n in sorted(table)])
+def test_peer_signatures(module, name):
+    """The peer's positional parameters in its order, and the keyword it lacks."""
+    mod, table = SIGNATURES[module]
+    params = inspect.signature(getattr(mod, name)).parameters
+    positional = [p for p, v in params.items() if v.kind == v.POSITIONAL_OR_KEYWORD]
+    assert positional == table[name]
+    assert params["num_tokens_non_padded"].kind == inspect.Parameter.KEYWORD_ONLY

@@ -11,9 +11,13 @@
 
 namespace cachestore::kernels {
 
-// kN fp8 bytes: one 4-, 8- or 16-byte vector.
+// kN fp8 bytes: one 1-, 2-, 4-, 8- or 16-byte vector.
 template <int kN>
-using Fp8Bytes = std::conditional_t<kN == 4, uint32_t, std::conditional_t<kN == 8, uint2, uint4>>;
+using Fp8Bytes = std::conditional_t<
+    kN == 1, uint8_t,
+    std::conditional_t<kN == 2, uint16_t,
+                       std::conditional_t<kN == 4, uint32_t,
+                                          std::conditional_t<kN == 8, uint2, uint4>>>>;
 
 // Where a divisor comes from decides which checks its quotient needs (fp8_divided).
 enum class ScaleSource {
@@ -57,26 +61,35 @@ __device__ __forceinline__ float exact_quotient(float x, float s) {
   return markstein_applies(s) ? markstein_quotient<true>(x, s, __frcp_rn(s)) : __fdiv_rn(x, s);
 }
 
-// fp8(f(v[i])) of kN values (a multiple of 4), packed in memory order, satfinite, round to nearest
-// even (cvt.rn.satfinite.{e4m3,e5m2}x2.f32); four values at a time so that few are live at once.
+// fp8(f(v[i])) of kN values (1, 2 or a multiple of 4), packed in memory order, satfinite, round
+// to nearest even (cvt.rn.satfinite.{e4m3,e5m2}x2.f32); four values at a time so that few are
+// live at once.
 template <__nv_fp8_interpretation_t kFormat, int kN, typename F>
 __device__ __forceinline__ Fp8Bytes<kN> pack_fp8(const float (&v)[kN], F f) {
-  static_assert(kN == 4 || kN == 8 || kN == 16, "one 4-, 8- or 16-byte vector");
-  uint32_t w[kN / 4];
-#pragma unroll
-  for (int i = 0; i < kN / 4; ++i) {
-    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(f(v[4 * i]), f(v[4 * i + 1])),
-                                                 __NV_SATFINITE, kFormat);
-    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(f(v[4 * i + 2]), f(v[4 * i + 3])),
-                                                 __NV_SATFINITE, kFormat);
-    w[i] = lo | (hi << 16);
-  }
-  if constexpr (kN == 4) {
-    return w[0];
-  } else if constexpr (kN == 8) {
-    return make_uint2(w[0], w[1]);
+  static_assert(kN == 1 || kN == 2 || kN == 4 || kN == 8 || kN == 16,
+                "one 1-, 2-, 4-, 8- or 16-byte vector");
+  if constexpr (kN == 1) {
+    return static_cast<uint8_t>(__nv_cvt_float_to_fp8(f(v[0]), __NV_SATFINITE, kFormat));
+  } else if constexpr (kN == 2) {
+    return static_cast<uint16_t>(
+        __nv_cvt_float2_to_fp8x2(make_float2(f(v[0]), f(v[1])), __NV_SATFINITE, kFormat));
   } else {
-    return make_uint4(w[0], w[1], w[2], w[3]);
+    uint32_t w[kN / 4];
+#pragma unroll
+    for (int i = 0; i < kN / 4; ++i) {
+      const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(f(v[4 * i]), f(v[4 * i + 1])),
+                                                   __NV_SATFINITE, kFormat);
+      const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(f(v[4 * i + 2]), f(v[4 * i + 3])),
+                                                   __NV_SATFINITE, kFormat);
+      w[i] = lo | (hi << 16);
+    }
+    if constexpr (kN == 4) {
+      return w[0];
+    } else if constexpr (kN == 8) {
+      return make_uint2(w[0], w[1]);
+    } else {
+      return make_uint4(w[0], w[1], w[2], w[3]);
+    }
   }
 }
 
