@@ -179,7 +179,7 @@ def main():
                                                  None, num_tokens_non_padded=n))
     times = time_ways(ways)
     base = times["C++ TORCH_LIBRARY op (anchor)"]
-    print(f"\n| call | µs | x C++ anchor |\n|---|---|---|")
+    print("\n| call | µs | x C++ anchor |\n|---|---|---|")
     for name, us in times.items():
         print(f"| {name} | {us:.2f} | {us / base:.2f} |")
     return 0

@@ -38,38 +38,36 @@ Status check_batch(const Batch& batch) {
 // Row data (slots, inputs) may be null when there are no rows: nothing is read then. A page
 // table is a slot source of the paged caches only (`paged`).
 Status check_slots(const SlotMapping& slots, int64_t rows, const char* name, bool paged) {
+  if (slots.type != SlotType::kInt32 && slots.type != SlotType::kInt64 &&
+      slots.type != SlotType::kPageTable)
+    return fail(Status::kErrorInvalidArgument, "%s.type = %d: not a SlotType", name,
+                static_cast<int>(slots.type));
+  if (slots.type == SlotType::kPageTable && !paged)
+    return fail(Status::kErrorNotSupported,
+                "%s.type = kPageTable: this cache has no pages (use a slot mapping)", name);
+  // data: the slots, or the page table's int32 batch indices.
   if (slots.data == nullptr && rows > 0)
     return fail(Status::kErrorInvalidArgument, "%s.data is null", name);
+  const uintptr_t align = slots.type == SlotType::kInt64 ? 8 : 4;
+  if ((reinterpret_cast<uintptr_t>(slots.data) & (align - 1)) != 0)
+    return fail(Status::kErrorMisalignedOperand, "%s.data must be %d-byte aligned", name,
+                static_cast<int>(align));
   if (slots.type == SlotType::kPageTable) {
-    if (!paged)
-      return fail(Status::kErrorNotSupported,
-                  "%s.type = kPageTable: this cache has no pages (use a slot mapping)", name);
     const PageTable& t = slots.page_table;
     if (t.batch_size < 0)
       return fail(Status::kErrorInvalidArgument, "%s.page_table.batch_size = %d: must be >= 0",
                   name, t.batch_size);
     const struct {
-      const void* data;
+      const int32_t* data;
       const char* field;
-    } arrays[] = {{slots.data, "data (batch_indices)"},
-                  {t.positions, "page_table.positions"},
-                  {t.indptr, "page_table.indptr"},
-                  {t.indices, "page_table.indices"}};
+    } arrays[] = {{t.positions, "positions"}, {t.indptr, "indptr"}, {t.indices, "indices"}};
     for (const auto& a : arrays) {
       if (a.data == nullptr && rows > 0)
-        return fail(Status::kErrorInvalidArgument, "%s.%s is null", name, a.field);
+        return fail(Status::kErrorInvalidArgument, "%s.page_table.%s is null", name, a.field);
       if ((reinterpret_cast<uintptr_t>(a.data) & 3u) != 0)
-        return fail(Status::kErrorMisalignedOperand, "%s.%s must be 4-byte aligned (int32)",
-                    name, a.field);
+        return fail(Status::kErrorMisalignedOperand,
+                    "%s.page_table.%s must be 4-byte aligned (int32)", name, a.field);
     }
-  } else if (slots.type != SlotType::kInt32 && slots.type != SlotType::kInt64) {
-    return fail(Status::kErrorInvalidArgument, "%s.type = %d: not a SlotType", name,
-                static_cast<int>(slots.type));
-  } else {
-    const uintptr_t align = slots.type == SlotType::kInt32 ? 4 : 8;
-    if ((reinterpret_cast<uintptr_t>(slots.data) & (align - 1)) != 0)
-      return fail(Status::kErrorMisalignedOperand, "%s.data must be %d-byte aligned", name,
-                  static_cast<int>(align));
   }
   if (slots.reserved_slot < kNoReservedSlot)
     return fail(Status::kErrorInvalidArgument,

@@ -17,8 +17,8 @@ __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, co
                                                       int64_t row, int lane, bool live,
                                                       bool count_negative = true) {
   constexpr int kGroupLanes = layout::index_k_format(IndexKFormat::kFp4).group / kN;
-  guarded_index_k_row<SlotT, kN, kGroupLanes, kPdl, kPinned, kDim>(guard, a, table, row, lane, live,
-                                                             count_negative,
+  guarded_index_k_row<SlotT, kN, kGroupLanes, kPdl, kPinned, kDim>(
+      guard, a, table, row, lane, live, count_negative,
                                                     [&](Bf16Vals<kN>& x, float amax,
                                                         const PagePosition& pos) {
     const uint8_t e8 = detail::index_k_fp4_scale_byte(amax);
@@ -52,7 +52,8 @@ struct IndexKRow<IndexKFormat::kFp4> {
                                                const PageTableArgs& table,
                                                int64_t row, int lane, bool live,
                                                bool count_negative) {
-    store_index_k_fp4_row<SlotT, kN, kPdl, kPinned, kDim>(guard, a, table, row, lane, live,
+    store_index_k_fp4_row<SlotT, kN, kPdl, kPinned, kDim>(
+      guard, a, table, row, lane, live,
                                                           count_negative);
   }
 };

@@ -19,8 +19,8 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
                                                       int lane, bool live,
                                                       bool count_negative = true) {
   constexpr int kBlockLanes = layout::index_k_format(IndexKFormat::kFp8).group / kN;
-  guarded_index_k_row<SlotT, kN, kBlockLanes, kPdl, kPinned, kDim>(guard, a, table, row, lane, live,
-                                                          count_negative,
+  guarded_index_k_row<SlotT, kN, kBlockLanes, kPdl, kPinned, kDim>(
+      guard, a, table, row, lane, live, count_negative,
                                                     [&](Bf16Vals<kN>& x, float amax,
                                                         const PagePosition& pos) {
     x.decode();

@@ -56,8 +56,8 @@ fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs ind
     // The KV warps count a negative n for the launch.
     const int lane = local & ((1 << lanes_log2) - 1);
     constexpr bool kPinned = kPdl || kIndexDim != 0;
-    IndexKRow<kIndex>::template store<SlotT, kN, kPdl, kPinned, kIndexDim>(guard, index, index_table, row,
-                                                                          lane, live, false);
+    IndexKRow<kIndex>::template store<SlotT, kN, kPdl, kPinned, kIndexDim>(
+        guard, index, index_table, row, lane, live, false);
   }
 }
 

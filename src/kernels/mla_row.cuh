@@ -15,8 +15,8 @@ template <int kN>
 inline constexpr int kMlaRowLanes = 512 / kN;
 
 // The row of a layout: `MlaRow<kLayout>::store<kRule, SlotT, kN, kPdl>(guard, kv, table, row,
-// lane, live)`, specialized in the layout's kernel header. kRule is the cache's scale rule where the
-// layout reads one (layout::MlaLayoutInfo::scale_rule_selectable), else kPow2 and unread.
+// lane, live)`, specialized in the layout's kernel header. kRule is the cache's scale rule where
+// the layout reads one (layout::MlaLayoutInfo::scale_rule_selectable), else kPow2 and unread.
 template <MlaLayout kLayout>
 struct MlaRow;
 
@@ -66,8 +66,8 @@ template <typename SlotT, int kTileLanes, bool kPdl, int kN>
 __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& guard,
                                                              const MlaArgs& a,
                                                              const PageTableArgs& table,
-                                                             int64_t row,
-                                                             int lane, bool live, int nope_lanes,
+                                                             int64_t row, int lane, bool live,
+                                                             int nope_lanes,
                                                              Bf16Vals<kN>& x) {
   const uint16_t* src = nope_or_rope_source<kN>(a, mla_input_row(row, live), lane, nope_lanes);
   GuardSources<SlotT> sources(guard, a.slots, table, row);

@@ -22,7 +22,8 @@ struct MlaRow<MlaLayout::kV4> {
     const bool is_nope = lane < kNopeLanes;
     Bf16Vals<kN> x;
     const auto [amax, pos, stored] =
-        load_nope_or_rope_row<SlotT, kTileLanes, kPdl>(guard, a, table, row, lane, live, kNopeLanes, x);
+        load_nope_or_rope_row<SlotT, kTileLanes, kPdl>(guard, a, table, row, lane, live,
+                                                       kNopeLanes, x);
     if (!stored) return;
 
     const auto [data_row, scale_row] = split_row_pointers(kRows, a, pos);

@@ -20,28 +20,12 @@
 
 namespace cachestore::kernels {
 
-// The element type of an input (and of an auto cache).
-template <KvDataType kIn>
-using KvElement = std::conditional_t<kIn == KvDataType::kFp32, float, uint16_t>;
-
 // fp8(x / scale) of 8 bf16 or fp16 values: vLLM's bytes (the shared quantizer, fp8_divided).
 template <KvCacheType kCache, KvDataType kIn>
 __device__ __forceinline__ uint2 kv_to_fp8(const uint4& x, float s) {
   float v[8];
   decode_vec<kIn>(x, v);
   return fp8_divided<kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2, ScaleSource::kGiven>(v, s);
-}
-
-// One input value as fp32 (exact).
-template <KvDataType kIn>
-__device__ __forceinline__ float kv_value(KvElement<kIn> x) {
-  if constexpr (kIn == KvDataType::kFp32) {
-    return x;
-  } else if constexpr (kIn == KvDataType::kBf16) {
-    return __uint_as_float(static_cast<uint32_t>(x) << 16);
-  } else {
-    return __half2float(__ushort_as_half(x));
-  }
 }
 
 // Page of a slot: shifts for a power-of-two P; otherwise the launch-time divisor, valid for
@@ -72,29 +56,12 @@ __device__ __forceinline__ void load_bytes(const void* p, void* out) {
     memcpy(out, &v, kBytes);
   }
 }
-// kBytes bytes to p (aligned to min(kBytes, 16)): one store, or two 16-byte ones.
-template <int kBytes>
-__device__ __forceinline__ void store_bytes_aligned(uint8_t* p, const void* in) {
-  if constexpr (kBytes == 32) {
-    store_bytes_aligned<16>(p, in);
-    store_bytes_aligned<16>(p + 16, static_cast<const uint8_t*>(in) + 16);
-  } else {
-    using V = std::conditional_t<
-        kBytes == 1, uint8_t,
-        std::conditional_t<
-            kBytes == 2, uint16_t,
-            std::conditional_t<kBytes == 4, uint32_t,
-                               std::conditional_t<kBytes == 8, uint2, uint4>>>>;
-    V v;
-    memcpy(&v, in, kBytes);
-    *reinterpret_cast<V*>(p) = v;
-  }
-}
 
 // Element offset of index d within a (slot, head) entry (layout::kv_dim_offset).
 __device__ __forceinline__ int64_t dim_offset(const KvDimArgs& l, int64_t d) {
   if (l.chunk_shift < 0) return d * l.dim_stride;
-  return (d >> l.chunk_shift) * l.chunk_stride + (d & ((int64_t{1} << l.chunk_shift) - 1)) * l.dim_stride;
+  return (d >> l.chunk_shift) * l.chunk_stride +
+         (d & ((int64_t{1} << l.chunk_shift) - 1)) * l.dim_stride;
 }
 
 // One thread's vector of kW values, from its row's guard to its store. kFast: the 16-byte

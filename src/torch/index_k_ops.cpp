@@ -7,8 +7,9 @@
 namespace cachestore::torch_ops {
 namespace {
 
-void store_index_k_bf16(Tensor k, Tensor slot_mapping, Tensor cache, OptTensor num_tokens_non_padded,
-                        int64_t reserved_slot, OptTensor diagnostics, bool enable_pdl) {
+void store_index_k_bf16(Tensor k, Tensor slot_mapping, Tensor cache,
+                        OptTensor num_tokens_non_padded, int64_t reserved_slot,
+                        OptTensor diagnostics, bool enable_pdl) {
   const BatchOptions o{num_tokens_non_padded, reserved_slot, 0, 1, diagnostics, enable_pdl};
   check_rows("k", k);
   check_slots("slot_mapping", slot_mapping, k.size(0));
@@ -70,8 +71,9 @@ template cachestore_index_k_fp4_cache_t index_cache_struct(const Tensor&, int32_
 namespace {
 
 template <int32_t kFormat>
-void store_index_k_paged(Tensor k, Tensor slot_mapping, Tensor cache, std::optional<int64_t> page_size,
-                         int64_t rule, OptTensor num_tokens_non_padded, int64_t reserved_slot,
+void store_index_k_paged(Tensor k, Tensor slot_mapping, Tensor cache,
+                         std::optional<int64_t> page_size, int64_t rule,
+                         OptTensor num_tokens_non_padded, int64_t reserved_slot,
                          int64_t owner_rank, int64_t owner_size, OptTensor diagnostics,
                          bool enable_pdl, OptTensor positions, OptTensor kv_indptr,
                          OptTensor kv_indices) {
@@ -96,11 +98,8 @@ void store_index_k_paged(Tensor k, Tensor slot_mapping, Tensor cache, std::optio
   Params p;
   CACHESTORE_PARAMS_INIT(p);
   batch_fields(p, k.size(0), o);
-  p.slots = slots_of(slot_mapping, reserved_slot, owner_rank, owner_size);
-  if (paged_slots) {
-    p.slots.slot_type = CACHESTORE_SLOT_PAGE_TABLE;
-    p.page_table = page_table_of(table);
-  }
+  p.slots = slots_of(slot_mapping, reserved_slot, owner_rank, owner_size, paged_slots);
+  p.page_table = page_table_of(table);
   p.k = k.data_ptr();
   p.k_row_stride = k.stride(0);
   p.cache = index_cache_struct<decltype(p.cache)>(cache, pages, k.size(1), rule);

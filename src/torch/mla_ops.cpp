@@ -63,11 +63,9 @@ void fused_store_cache(Tensor nope, Tensor rope, Tensor slot_mapping, Tensor kv_
   cachestore_fused_store_params_t p;
   CACHESTORE_PARAMS_INIT(p);
   batch_fields(p, nope.size(0), o);
-  p.kv_slots = slots_of(slot_mapping, reserved_slot, owner_rank, owner_size);
-  if (paged_slots) {  // one table for both caches, each at its own page size
-    p.kv_slots.slot_type = CACHESTORE_SLOT_PAGE_TABLE;
-    p.kv_page_table = page_table_of(table);
-  }
+  // One page table for both caches, each at its own page size.
+  p.kv_slots = slots_of(slot_mapping, reserved_slot, owner_rank, owner_size, paged_slots);
+  p.kv_page_table = page_table_of(table);
   p.nope = nope.data_ptr();
   p.nope_row_stride = nope.stride(0);
   p.rope = rope.data_ptr();
@@ -81,11 +79,9 @@ void fused_store_cache(Tensor nope, Tensor rope, Tensor slot_mapping, Tensor kv_
   if (index_k.has_value()) {
     p.index_k = index_k->data_ptr();
     p.index_k_row_stride = index_k->stride(0);
-    p.index_slots = slots_of(*index_slots, index_reserved_slot, owner_rank, owner_size);
-    if (paged_slots) {
-      p.index_slots.slot_type = CACHESTORE_SLOT_PAGE_TABLE;
-      p.index_page_table = p.kv_page_table;
-    }
+    p.index_slots =
+        slots_of(*index_slots, index_reserved_slot, owner_rank, owner_size, paged_slots);
+    p.index_page_table = p.kv_page_table;
     p.index_format = static_cast<int32_t>(index_format);
     const int64_t rule = index_rule.value_or(0);  // amax (fp8), ties to even (fp4)
     if (index_format == CACHESTORE_INDEX_K_FP4) {

@@ -126,6 +126,7 @@ bool check_page_table(const Tensor& slot_mapping, const PageTableTensors& t, int
 
 cachestore_page_table_t page_table_of(const PageTableTensors& t) {
   cachestore_page_table_t table{};
+  if (!t.positions.has_value()) return table;
   table.positions = static_cast<const int32_t*>(t.positions->data_ptr());
   table.indptr = static_cast<const int32_t*>(t.kv_indptr->data_ptr());
   table.indices = static_cast<const int32_t*>(t.kv_indices->data_ptr());
@@ -206,10 +207,12 @@ int32_t same_device(std::initializer_list<Named> tensors) {
 }
 
 cachestore_slots_t slots_of(const Tensor& t, int64_t reserved_slot, int64_t owner_rank,
-                            int64_t owner_size) {
+                            int64_t owner_size, bool page_table) {
   cachestore_slots_t s{};
   s.data = t.data_ptr();
-  s.slot_type = t.scalar_type() == ScalarType::Int ? CACHESTORE_SLOT_INT32 : CACHESTORE_SLOT_INT64;
+  s.slot_type = page_table                          ? CACHESTORE_SLOT_PAGE_TABLE
+                : t.scalar_type() == ScalarType::Int ? CACHESTORE_SLOT_INT32
+                                                     : CACHESTORE_SLOT_INT64;
   s.owner_rank = static_cast<int32_t>(owner_rank);
   s.reserved_slot = reserved_slot;
   s.owner_size = static_cast<int32_t>(owner_size);

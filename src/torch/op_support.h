@@ -54,6 +54,7 @@ struct PageTableTensors {
   const OptTensor& kv_indices;
 };
 bool check_page_table(const Tensor& slot_mapping, const PageTableTensors& t, int64_t rows);
+// The C page table of `t`; all zero when none is given.
 cachestore_page_table_t page_table_of(const PageTableTensors& t);
 // A byte cache: uint8 [num_pages, ...], each page's bytes contiguous (any page stride).
 void check_paged_bytes(const char* name, const Tensor& t);
@@ -100,8 +101,9 @@ void batch_fields(Params& p, int64_t rows, const BatchOptions& o) {
   p.diagnostics = const_cast<void*>(ptr(o.diagnostics));
   p.enable_pdl = o.enable_pdl ? 1 : 0;
 }
+// `t` as the slots: a mapping of its dtype, or (page_table) a page table's batch indices.
 cachestore_slots_t slots_of(const Tensor& t, int64_t reserved_slot, int64_t owner_rank = 0,
-                            int64_t owner_size = 1);
+                            int64_t owner_size = 1, bool page_table = false);
 
 // Calls `store(&params, stream)` on `device`'s current torch stream, with that device current.
 template <class Params>

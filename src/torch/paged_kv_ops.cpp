@@ -205,11 +205,8 @@ void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key
   cachestore_paged_kv_params_t p;
   CACHESTORE_PARAMS_INIT(p);
   batch_fields(p, key.size(0), o);
-  p.slots = slots_of(slot_mapping, reserved_slot, owner_rank, owner_size);
-  if (paged_slots) {
-    p.slots.slot_type = CACHESTORE_SLOT_PAGE_TABLE;
-    p.page_table = page_table_of(table);
-  }
+  p.slots = slots_of(slot_mapping, reserved_slot, owner_rank, owner_size, paged_slots);
+  p.page_table = page_table_of(table);
   p.num_heads = static_cast<int32_t>(key.dim() == 3 ? key.size(1) : 1);
   const ScalarType in = key.scalar_type();
   p.input_type = in == ScalarType::BFloat16 ? CACHESTORE_KV_BF16

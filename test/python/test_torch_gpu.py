@@ -365,25 +365,32 @@ def test_refused_call_writes_nothing(env):
     assert torch.equal(big, before)
 
 
+def page_table_rows(torch, dev, indptr, pages, rows, real):
+    """A page table of requests indptr over a random order of `pages` pages, and `rows` distinct
+    (request, position) pairs of it (distinct slots: duplicates land in either order); rows from
+    `real` on are padding (batch index -1). Returns the batch indices, positions, page ids and the
+    slot mapping the table describes (-1 for padding)."""
+    order = torch.randperm(pages, device=dev).int()
+    entry = torch.randperm(int(indptr[-1]) * P, device=dev)[:rows]
+    table_page = entry // P
+    batch = (torch.searchsorted(indptr, table_page.int(), right=True) - 1).int()
+    positions = ((table_page - indptr[batch.long()]) * P + entry % P).int()
+    slots = order[table_page].long() * P + (entry % P).long()
+    batch[real:], slots[real:] = -1, -1
+    return batch, positions, order, slots
+
+
 def test_store_paged_kv_page_table_matches_its_slot_mapping(env):
     """The page-table slot source writes what the slot mapping it describes writes, with a real
     row whose lookup fails skipped and counted and padded rows past the count untouched."""
     torch, cst, dev = env
     pages, rows, real = 32, 24, 20
     for layout, cache_dtype in (("nhd", torch.bfloat16), ("hnd", torch.float8_e4m3fn)):
-        order = torch.randperm(pages, device=dev).int()
         indptr = torch.tensor([0, 5, 9, 16, 30], dtype=torch.int32, device=dev)
-        # Distinct (request, position) pairs: distinct slots (duplicates land in either order).
-        entry = torch.randperm(int(indptr[-1]) * P, device=dev)[:rows]
-        table_page = entry // P
-        batch = (torch.searchsorted(indptr, table_page.int(), right=True) - 1).int()
-        positions = ((table_page - indptr[batch.long()]) * P + entry % P).int()
-        slots = (order[(indptr[batch.long()] + positions // P).long()].long() * P
-                 + (positions % P).long())
+        # Padding has batch index -1, where FlashInfer would read indptr[-1].
+        batch, positions, order, slots = page_table_rows(torch, dev, indptr, pages, rows, real)
         batch[7] = 4  # past the batch: skipped, counted
         slots[7] = -1
-        batch[real:] = -1  # padding: FlashInfer would read indptr[-1]
-        slots[real:] = -1
         key = torch.randn(rows, 8, 128, device=dev).bfloat16()
         value = torch.randn(rows, 8, 128, device=dev).bfloat16()
         shape = (pages, P, 8, 128) if layout == "nhd" else (pages, 8, P, 128)
@@ -414,13 +421,7 @@ def test_deepseek_stores_page_table_matches_its_slot_mapping(env):
     torch, cst, dev = env
     rows, real = 24, 21
     indptr = torch.tensor([0, 2, 3, 6, 8], dtype=torch.int32, device=dev)  # PAGES pages
-    order = torch.randperm(PAGES, device=dev).int()
-    entry = torch.randperm(int(indptr[-1]) * P, device=dev)[:rows]
-    table_page = entry // P
-    batch = (torch.searchsorted(indptr, table_page.int(), right=True) - 1).int()
-    positions = ((table_page - indptr[batch.long()]) * P + entry % P).int()
-    slots = order[table_page].long() * P + (entry % P).long()
-    batch[real:], slots[real:] = -1, -1
+    batch, positions, order, slots = page_table_rows(torch, dev, indptr, PAGES, rows, real)
     table = {"positions": positions, "kv_indptr": indptr, "kv_indices": order}
     n = torch.tensor([real], dtype=torch.int32, device=dev)
     k = torch.randn(rows, 128, device=dev).bfloat16()

@@ -69,5 +69,6 @@ def bind(store, *args, **kwargs):
     return BoundStore(_STORES[store], args, kwargs)
 
 
-__all__ = ["backend", "backend_detail", "store_index_k_bf16", "store_index_k_fp8", "store_index_k_fp4", "fused_store_cache",
-           "store_paged_kv", "direct", "ops", "bind", "BoundStore"]
+__all__ = ["backend", "backend_detail", "store_index_k_bf16", "store_index_k_fp8",
+           "store_index_k_fp4", "fused_store_cache", "store_paged_kv", "direct", "ops", "bind",
+           "BoundStore"]

@@ -155,6 +155,8 @@ def slots_of(t, reserved_slot, owner_rank=0, owner_size=1, page_table=False):
 
 
 def page_table_of(a):
-    """The C page table of `a`'s positions, kv_indptr and kv_indices."""
+    """The C page table of `a`'s positions, kv_indptr and kv_indices (zeros without them)."""
+    if a.positions is None:
+        return c.PageTable()
     return c.PageTable(a.positions.data_ptr(), a.kv_indptr.data_ptr(), a.kv_indices.data_ptr(),
                        a.kv_indptr.shape[0] - 1, 0)

@@ -57,10 +57,9 @@ def _paged(index_format):
         fp4 = index_format == c.INDEX_K_FP4
         p = c.IndexKFp4Params() if fp4 else c.IndexKFp8Params()
         k_.batch_fields(p, a.k.shape[0], a)
-        table = a.positions is not None
-        p.slots = k_.slots_of(a.slot_mapping, a.reserved_slot, a.owner_rank, a.owner_size, table)
-        if table:
-            p.page_table = k_.page_table_of(a)
+        p.slots = k_.slots_of(a.slot_mapping, a.reserved_slot, a.owner_rank, a.owner_size,
+                              a.positions is not None)
+        p.page_table = k_.page_table_of(a)
         p.k, p.k_row_stride = a.k.data_ptr(), a.k.stride(0)
         p.cache = index_cache_struct(index_format, a.cache, a.page_size, a.k.shape[1],
                                      a.ties if fp4 else a.scale_rule)

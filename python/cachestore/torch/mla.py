@@ -58,8 +58,7 @@ def _build(a):
     k_.batch_fields(p, a.nope.shape[0], a)
     table = a.positions is not None  # one table for both caches, each at its own page size
     p.kv_slots = k_.slots_of(a.slot_mapping, a.reserved_slot, a.owner_rank, a.owner_size, table)
-    if table:
-        p.kv_page_table = k_.page_table_of(a)
+    p.kv_page_table = k_.page_table_of(a)
     p.nope, p.nope_row_stride = a.nope.data_ptr(), a.nope.stride(0)
     p.rope, p.rope_row_stride = a.rope.data_ptr(), a.rope.stride(0)
     p.layout, p.kv_scale_rule = a.layout, a.scale_rule
@@ -69,8 +68,7 @@ def _build(a):
         p.index_k, p.index_k_row_stride = a.index_k.data_ptr(), a.index_k.stride(0)
         p.index_slots = k_.slots_of(a.index_slot_mapping, a.index_reserved_slot, a.owner_rank,
                                     a.owner_size, table)
-        if table:
-            p.index_page_table = p.kv_page_table
+        p.index_page_table = p.kv_page_table
         p.index_format = a.index_format
         cache = index_cache_struct(a.index_format, a.index_cache, a.index_page_size,
                                    a.index_k.shape[1], a.index_rule)

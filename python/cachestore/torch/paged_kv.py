@@ -142,10 +142,9 @@ def _side(x, cache, layout, scale, is_key):
 def _build(a):
     p = c.PagedKvParams()
     k_.batch_fields(p, a.key.shape[0], a)
-    table = a.positions is not None
-    p.slots = k_.slots_of(a.slot_mapping, a.reserved_slot, a.owner_rank, a.owner_size, table)
-    if table:
-        p.page_table = k_.page_table_of(a)
+    p.slots = k_.slots_of(a.slot_mapping, a.reserved_slot, a.owner_rank, a.owner_size,
+                          a.positions is not None)
+    p.page_table = k_.page_table_of(a)
     p.num_heads = a.key.shape[1] if a.key.dim() == 3 else 1
     p.input_type = _INPUT_TYPES[a.key.dtype]
     p.cache_type = a.kv_cache_dtype

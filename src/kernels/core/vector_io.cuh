@@ -1,7 +1,8 @@
-// Vector loads and stores of the store kernels, and the exact decoding of 16-bit inputs.
+// Vector loads and stores of the store kernels, and the exact decoding of their inputs to fp32.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -33,6 +34,25 @@ __device__ __forceinline__ void store_bytes(uint8_t* p, const Vec& v, bool align
   for (int i = 0; i < static_cast<int>(sizeof(Vec) / 4); ++i) out[i] = w[i];
 }
 
+// kBytes bytes to p (aligned to min(kBytes, 16)): one store, or two 16-byte ones.
+template <int kBytes>
+__device__ __forceinline__ void store_bytes_aligned(uint8_t* p, const void* in) {
+  if constexpr (kBytes == 32) {
+    store_bytes_aligned<16>(p, in);
+    store_bytes_aligned<16>(p + 16, static_cast<const uint8_t*>(in) + 16);
+  } else {
+    using V = std::conditional_t<
+        kBytes == 1, uint8_t,
+        std::conditional_t<
+            kBytes == 2, uint16_t,
+            std::conditional_t<kBytes == 4, uint32_t,
+                               std::conditional_t<kBytes == 8, uint2, uint4>>>>;
+    V v;
+    memcpy(&v, in, kBytes);
+    *reinterpret_cast<V*>(p) = v;
+  }
+}
+
 // The two bf16 values of a 32-bit word decoded to fp32 (exact), the low half first.
 __device__ __forceinline__ void decode_bf16x2(uint32_t w, float* out) {
   out[0] = __uint_as_float(w << 16);
@@ -52,6 +72,22 @@ __device__ __forceinline__ void decode_vec(const uint4& x, float* out) {
       out[2 * i] = f.x;
       out[2 * i + 1] = f.y;
     }
+  }
+}
+
+// The element type of an input (and of an auto cache).
+template <KvDataType kIn>
+using KvElement = std::conditional_t<kIn == KvDataType::kFp32, float, uint16_t>;
+
+// One input value as fp32 (exact).
+template <KvDataType kIn>
+__device__ __forceinline__ float kv_value(KvElement<kIn> x) {
+  if constexpr (kIn == KvDataType::kFp32) {
+    return x;
+  } else if constexpr (kIn == KvDataType::kBf16) {
+    return __uint_as_float(static_cast<uint32_t>(x) << 16);
+  } else {
+    return __half2float(__ushort_as_half(x));
   }
 }
 
