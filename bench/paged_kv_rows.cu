@@ -1,5 +1,5 @@
 // The paged K/V rows: Llama-3-8B/70B's H = 8, D = 128 (input [K | V] per token, 2048 wide) in
-// NHD and HND, 16-bit or fp8 e4m3 with per-head scales, and vLLM's 576-wide MLA rows (H = 1,
+// NHD and HND, 16-bit, fp8 e4m3 or NVFP4 with per-head scales, and vLLM's 576-wide MLA rows (H = 1,
 // K = kv_c 512, V = k_pe 64); P = 16 (vLLM's default block). Beside them: the two naive
 // scatters an engine composes (K, then V) and, for x_naive, the K scatter alone. The general
 // kernel's rows: fp32 inputs (the same H and D, half the slots), a head dim of 100 (4 values a
@@ -13,9 +13,11 @@ namespace {
 constexpr int32_t kKvHeads = 8, kKvDim = 128, kKvPage = 16;
 static_assert(kKvPage == kTablePage, "the page-table row reads the pool's table of kTablePage pages");
 constexpr int64_t kKvSlots = int64_t{1} << 19;  // 1 GiB per 16-bit cache of H = 8, D = 128
+constexpr int32_t kHeadsWidth = kKvHeads * kKvDim;
 
 struct Caches {
-  thrust::device_vector<uint8_t> k, v;  // 16-bit or fp8 alike
+  thrust::device_vector<uint8_t> k, v;  // 16-bit, fp8 or nvfp4 alike
+  thrust::device_vector<uint8_t> k_blocks, v_blocks;  // nvfp4's e4m3 block scales
   thrust::device_vector<float> scales;  // K's then V's, one per head
 };
 Caches* g = nullptr;
@@ -53,6 +55,36 @@ Status store_heads(const Node& node, const layout::KvStrides& st, KvCacheType ty
   return store_paged_kv(kv, node.stream);
 }
 
+// The NVFP4 NHD caches of the H = 8, D = 128 rows (FlashInfer's form): D / 2 code bytes and
+// D / 16 scale bytes an entry, per-head global scales.
+Status store_nvfp4(const Node& node) {
+  const layout::KvStrides st = layout::kv_nhd_strides(kKvPage, kKvHeads, kKvDim / 2);
+  const layout::KvStrides bs = layout::kv_nhd_strides(kKvPage, kKvHeads, kKvDim / 16);
+  PagedKvParams kv;
+  kv.batch = node.batch;
+  kv.slots = node.slot_map;
+  kv.page_size = kKvPage;
+  kv.launch = node.launch;
+  kv.num_heads = kKvHeads;
+  kv.cache_type = KvCacheType::kNvfp4;
+  kv.num_pages = kKvSlots / kKvPage;
+  kv.k = {node.in, 2 * kHeadsWidth, kKvDim, kKvDim};
+  kv.v = {node.in + kHeadsWidth, 2 * kHeadsWidth, kKvDim, kKvDim};
+  const float* scales = thrust::raw_pointer_cast(g->scales.data());
+  const auto view = [&](thrust::device_vector<uint8_t>& data,
+                        thrust::device_vector<uint8_t>& blocks, const float* scale) {
+    KvCacheView c{thrust::raw_pointer_cast(data.data()), st.page, st.entry, st.head, scale, 1};
+    c.block_scales = thrust::raw_pointer_cast(blocks.data());
+    c.block_scale_page_stride = bs.page;
+    c.block_scale_entry_stride = bs.entry;
+    c.block_scale_head_stride = bs.head;
+    return c;
+  };
+  kv.k_cache = view(g->k, g->k_blocks, scales);
+  kv.v_cache = view(g->v, g->v_blocks, scales + kKvHeads);
+  return store_paged_kv(kv, node.stream);
+}
+
 // vLLM's paged-attention layout of the H = 8, D = 128 caches (x = 16 bytes of the cache type).
 Status store_paged_attention(const Node& node, KvCacheType type) {
   const int32_t x = layout::kv_paged_attention_x(type == KvCacheType::kAuto ? 2 : 1);
@@ -74,8 +106,6 @@ Status naive_kv(const Node& node, bool with_v) {
                                               thrust::raw_pointer_cast(g->v.data()), node.n,
                                               s.v_width, node.stream));
 }
-
-constexpr int32_t kHeadsWidth = kKvHeads * kKvDim;
 
 const Family kPagedKv(
     {
@@ -165,11 +195,17 @@ const Family kPagedKv(
                               KvCacheType::kAuto);
          },
          kHeadsWidth, kHeadsWidth},
+        // NVFP4 beside the fp8 store of the same rows: 4096 input bytes and the slot, 1024 code
+        // bytes and 128 scale bytes written.
+        {30, "paged_kv_nhd_nvfp4", 5256, 2048, false, "paged_kv_nhd_fp8", true,
+         "naive_k_one_node", kv_capacity, store_nvfp4, kHeadsWidth, kHeadsWidth},
     },
     [] {
       g = new Caches;
       poisoned_cache(g->k, kKvSlots * kHeadsWidth * 2);
       poisoned_cache(g->v, kKvSlots * kHeadsWidth * 2);
+      poisoned_cache(g->k_blocks, kKvSlots * kKvHeads * (kKvDim / 16));
+      poisoned_cache(g->v_blocks, kKvSlots * kKvHeads * (kKvDim / 16));
       g->scales.assign(2 * kKvHeads, 0.0173f);
     });
 

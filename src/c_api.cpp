@@ -53,7 +53,8 @@ struct ReleasedSizes<cachestore_fused_store_params_t> {
 };
 template <>
 struct ReleasedSizes<cachestore_paged_kv_params_t> {
-  static constexpr uint32_t kSizes[] = {248, 288, 320};  // 0.2; 0.5 head-dim layouts; 0.6 table
+  // 0.2; 0.5 head-dim layouts; 0.6 the page table; 0.7 nvfp4 block scales
+  static constexpr uint32_t kSizes[] = {248, 288, 320, 384};
 };
 
 template <typename T>
@@ -206,13 +207,16 @@ cs::PagedKvParams to_cpp(const cachestore_paged_kv_params_t& c) {
   p.num_pages = c.num_pages;
   p.page_size = c.page_size;
   const auto side = [](const cachestore_kv_side_t& s, int32_t chunk, int64_t chunk_stride,
-                       int64_t dim_stride, cs::KvInput* in, cs::KvCacheView* cache) {
+                       int64_t dim_stride, const cachestore_block_scales_t& b, cs::KvInput* in,
+                       cs::KvCacheView* cache) {
     *in = {s.data, s.token_stride, s.head_stride, s.head_dim};
     *cache = {s.cache, s.page_stride, s.entry_stride, s.cache_head_stride, s.scale, s.scale_stride,
-              chunk, chunk_stride, dim_stride == 0 ? 1 : dim_stride};
+              chunk, chunk_stride, dim_stride == 0 ? 1 : dim_stride,
+              b.data, b.page_stride, b.entry_stride, b.head_stride};
   };
-  side(c.k, c.k_chunk, c.k_chunk_stride, c.k_dim_stride, &p.k, &p.k_cache);
-  if (c.v.data != nullptr) side(c.v, c.v_chunk, c.v_chunk_stride, c.v_dim_stride, &p.v, &p.v_cache);
+  side(c.k, c.k_chunk, c.k_chunk_stride, c.k_dim_stride, c.k_block_scales, &p.k, &p.k_cache);
+  if (c.v.data != nullptr)
+    side(c.v, c.v_chunk, c.v_chunk_stride, c.v_dim_stride, c.v_block_scales, &p.v, &p.v_cache);
   return p;
 }
 
@@ -426,6 +430,8 @@ cachestore_status_t cachestore_kv_cache_type_info(int32_t cache_type,
   out.element_bytes = t.element_bytes;
   out.scaled = t.scaled ? 1 : 0;
   out.head_dim_multiple = t.head_dim_multiple;
+  out.values_per_element = t.values_per_element;
+  out.block = t.block;
   return to_c(write_info(out, info, "info"));
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "cachestore/layout.h"
@@ -246,14 +247,75 @@ Status check_kv_input(const KvInput& in, const PagedKvParams& p, const char* nam
   return Status::kSuccess;
 }
 
-// The cache view of one side: element alignment, the head-dim layout, and no two elements of
-// any (slot, head, d) overlapping. The dimensions (d within a chunk; chunks; heads; entries in a
-// page; pages) are nested by stride: each stride must clear the extent of everything finer,
-// which is what every layout of the contract does (sufficient, not necessary; a layout it
-// refuses would need another proof).
+// No two elements of any (slot, head, d) of a view overlap: the dimensions (d within a chunk;
+// chunks; heads; entries in a page; pages) are nested by stride, and each stride must clear the
+// extent of everything finer, which is what every layout of the contract does (sufficient, not
+// necessary; a layout it refuses would need another proof). `dims` pairs each stride with its
+// count; `elem_bytes` bounds the byte offsets.
+Status check_nested_strides(std::array<std::pair<int64_t, int64_t>, 5> dims, int64_t elem_bytes,
+                            const PagedKvParams& p, int32_t elements_per_head,
+                            const char* name) {
+  std::sort(dims.begin(), dims.end());
+  int64_t extent = 1;  // elements spanned by one element, then by the nested blocks
+  for (const auto& [stride, count] : dims) {
+    if (count <= 1) continue;
+    if (stride < extent)
+      return fail(Status::kErrorInvalidArgument,
+                  "%s: strides let two elements overlap for page_size %d, num_heads %d and %d "
+                  "elements a head",
+                  name, p.page_size, p.num_heads, elements_per_head);
+    if (!product_fits(count - 1, stride) || extent > INT64_MAX - (count - 1) * stride)
+      return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
+    extent += (count - 1) * stride;
+  }
+  if (!product_fits(extent, elem_bytes))
+    return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
+  return Status::kSuccess;
+}
+
+// The nvfp4 parts of one side: D a multiple of 16, the 16-byte input vectors and 8-byte cache
+// entries the kernel moves, d contiguous, and the block-scale view (1 byte per 16 values).
+Status check_nvfp4_side(const KvCacheView& c, const KvInput& in, const PagedKvParams& p,
+                        const char* name, const char* input_name) {
+  const int32_t block = layout::kv_cache_type(KvCacheType::kNvfp4).block;
+  if (in.head_dim % block != 0)
+    return fail(Status::kErrorNotSupported, "%s.head_dim = %d: an nvfp4 cache needs a multiple "
+                "of %d", input_name, in.head_dim, block);
+  const int64_t in_bytes = kv_input_bytes(p.input_type);
+  if (!aligned_to(in.data, 16) || in.token_stride * in_bytes % 16 != 0 ||
+      in.head_stride * in_bytes % 16 != 0)
+    return fail(Status::kErrorMisalignedOperand,
+                "%s: an nvfp4 cache reads 16-byte vectors; data and strides must be 16-byte "
+                "aligned", input_name);
+  if (c.chunk != 0 || c.dim_stride != 1)
+    return fail(Status::kErrorNotSupported,
+                "%s: an nvfp4 cache holds d contiguous (chunk 0, dim_stride 1)", name);
+  if (!aligned_to(c.data, 8) || c.page_stride % 8 != 0 || c.entry_stride % 8 != 0 ||
+      c.head_stride % 8 != 0)
+    return fail(Status::kErrorMisalignedOperand,
+                "%s: an nvfp4 cache takes 8-byte stores; data and strides (bytes) must be "
+                "8-byte aligned", name);
+  if (c.block_scales == nullptr)
+    return fail(Status::kErrorInvalidArgument,
+                "%s.block_scales is null: an nvfp4 cache needs its e4m3 block scales", name);
+  if (c.block_scale_page_stride < 0 || c.block_scale_entry_stride < 0 ||
+      c.block_scale_head_stride < 0)
+    return fail(Status::kErrorInvalidArgument, "%s block-scale strides must be >= 0", name);
+  const int32_t blocks = in.head_dim / block;
+  const std::string scales = std::string(name) + ".block_scales";
+  return check_nested_strides({{{1, blocks},
+                                {0, 1},
+                                {c.block_scale_head_stride, p.num_heads},
+                                {c.block_scale_entry_stride, p.page_size},
+                                {c.block_scale_page_stride, p.num_pages}}},
+                              1, p, blocks, scales.c_str());
+}
+
+// The cache view of one side: element alignment, the head-dim layout, no overlap
+// (check_nested_strides) and the scales.
 Status check_kv_cache(const KvCacheView& c, const KvInput& in, const PagedKvParams& p,
-                      const char* name) {
-  const bool fp8 = layout::kv_cache_type(p.cache_type).scaled;
+                      const char* name, const char* input_name) {
+  const layout::KvCacheTypeInfo& type = layout::kv_cache_type(p.cache_type);
   const int64_t elem_bytes = kv_cache_bytes(p);
   if (c.data == nullptr) return fail(Status::kErrorInvalidArgument, "%s.data is null", name);
   if (c.page_stride < 0 || c.entry_stride < 0 || c.head_stride < 0 || c.chunk_stride < 0 ||
@@ -263,36 +325,24 @@ Status check_kv_cache(const KvCacheView& c, const KvInput& in, const PagedKvPara
   if (!aligned_to(c.data, elem_bytes))
     return fail(Status::kErrorMisalignedOperand, "%s.data must be %lld-byte aligned (its element)",
                 name, ll(elem_bytes));
+  if (p.cache_type == KvCacheType::kNvfp4)
+    CACHESTORE_RETURN_IF_ERROR(check_nvfp4_side(c, in, p, name, input_name));
   if (c.chunk != 0 && (c.chunk < 0 || (c.chunk & (c.chunk - 1)) != 0 || in.head_dim % c.chunk != 0))
     return fail(Status::kErrorInvalidArgument,
                 "%s.chunk = %d: 0 or a power of two dividing the head dim (%d)", name, c.chunk,
                 in.head_dim);
-  const int64_t chunk = c.chunk == 0 ? in.head_dim : c.chunk;
-  std::array<std::pair<int64_t, int64_t>, 5> dims{{{c.dim_stride, chunk},
-                                                   {c.chunk_stride, in.head_dim / chunk},
-                                                   {c.head_stride, p.num_heads},
-                                                   {c.entry_stride, p.page_size},
-                                                   {c.page_stride, p.num_pages}}};
-  std::sort(dims.begin(), dims.end());
-  int64_t extent = 1;  // elements spanned by one element, then by the nested blocks
-  for (const auto& [stride, count] : dims) {
-    if (count <= 1) continue;
-    if (stride < extent)
-      return fail(Status::kErrorInvalidArgument,
-                  "%s: strides (page %lld, entry %lld, head %lld, chunk %lld, dim %lld) let two "
-                  "elements overlap for page_size %d, num_heads %d, head_dim %d",
-                  name, ll(c.page_stride), ll(c.entry_stride), ll(c.head_stride),
-                  ll(c.chunk_stride), ll(c.dim_stride), p.page_size, p.num_heads, in.head_dim);
-    if (!product_fits(count - 1, stride) || extent > INT64_MAX - (count - 1) * stride)
-      return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
-    extent += (count - 1) * stride;
-  }
-  if (!product_fits(extent, elem_bytes))
-    return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
-  if (fp8) {
+  const int32_t elements = in.head_dim / type.values_per_element;
+  const int64_t chunk = c.chunk == 0 ? elements : c.chunk;
+  CACHESTORE_RETURN_IF_ERROR(check_nested_strides({{{c.dim_stride, chunk},
+                                                    {c.chunk_stride, elements / chunk},
+                                                    {c.head_stride, p.num_heads},
+                                                    {c.entry_stride, p.page_size},
+                                                    {c.page_stride, p.num_pages}}},
+                                                  elem_bytes, p, elements, name));
+  if (type.scaled) {
     if (c.scale == nullptr)
-      return fail(Status::kErrorInvalidArgument, "%s.scale is null: an fp8 cache needs scales",
-                  name);
+      return fail(Status::kErrorInvalidArgument, "%s.scale is null: an %s cache needs %s", name,
+                  type.name, p.cache_type == KvCacheType::kNvfp4 ? "its global scale" : "scales");
     if (!aligned_to(c.scale, 4))
       return fail(Status::kErrorMisalignedOperand, "%s.scale must be 4-byte aligned", name);
     if (c.scale_stride != 0 && c.scale_stride != 1)
@@ -413,10 +463,10 @@ Status check(const PagedKvParams& p) {
                 "page_size (%d) is not a power of two",
                 ll(capacity * p.slots.owner_size), p.page_size);
   CACHESTORE_RETURN_IF_ERROR(check_kv_input(p.k, p, "k"));
-  CACHESTORE_RETURN_IF_ERROR(check_kv_cache(p.k_cache, p.k, p, "k_cache"));
+  CACHESTORE_RETURN_IF_ERROR(check_kv_cache(p.k_cache, p.k, p, "k_cache", "k"));
   if (p.v.data != nullptr) {
     CACHESTORE_RETURN_IF_ERROR(check_kv_input(p.v, p, "v"));
-    CACHESTORE_RETURN_IF_ERROR(check_kv_cache(p.v_cache, p.v, p, "v_cache"));
+    CACHESTORE_RETURN_IF_ERROR(check_kv_cache(p.v_cache, p.v, p, "v_cache", "v"));
   }
   return succeed();
 }

@@ -123,6 +123,27 @@ int main(void) {
     EXPECT(strstr(cachestore_last_error_message(), "slots.page_table.indptr") != NULL);
     memset(&kv.page_table, 0, sizeof kv.page_table);
     kv.slots.slot_type = CACHESTORE_SLOT_INT64;
+    /* 0.7: nvfp4 caches' block scales; a 320-byte struct has none (read as null). */
+    {
+    const cachestore_paged_kv_params_t before = kv;
+    kv.cache_type = CACHESTORE_KV_CACHE_NVFP4;
+    kv.k.scale = (const float*)fake(0x15000);
+    kv.v.scale = (const float*)fake(0x15000);
+    kv.k_block_scales.data = fake(0x16000);
+    kv.v_block_scales.data = fake(0x17000);
+    kv.k_block_scales.page_stride = kv.v_block_scales.page_stride = 16 * 8 * 8;
+    kv.k_block_scales.entry_stride = kv.v_block_scales.entry_stride = 8 * 8;
+    kv.k_block_scales.head_stride = kv.v_block_scales.head_stride = 8;
+    EXPECT(cachestore_check_paged_kv(&kv) == CACHESTORE_SUCCESS);
+    kv.struct_size = 320;
+    EXPECT(cachestore_check_paged_kv(&kv) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "k_cache.block_scales is null") != NULL);
+    kv.struct_size = (uint32_t)sizeof kv;
+    kv.k_block_scales.head_stride = 4; /* heads of 8 scale bytes overlap */
+    EXPECT(cachestore_check_paged_kv(&kv) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "k_cache.block_scales") != NULL);
+    kv = before;
+    }
     kv.k.head_dim = 2000;
     EXPECT(cachestore_store_paged_kv(&kv, NULL) == CACHESTORE_ERROR_NOT_SUPPORTED);
     EXPECT(strstr(cachestore_last_error_message(), "k.head_dim") != NULL);
@@ -204,7 +225,7 @@ int main(void) {
      * struct holds (a paged K/V struct cut before its V fields never stores K only; an fp8 one
      * cut before its rule never switches the rule). */
     {
-      const uint32_t bad_kv[] = {16, 24, 120, 247, 249, 287, 289, 319, 0};
+      const uint32_t bad_kv[] = {16, 24, 120, 247, 249, 287, 289, 319, 321, 383, 0};
       const uint32_t bad_fused[] = {16, 200, 223, 225, 240, 271, 273, 335, 0};
       int i;
       CACHESTORE_PARAMS_INIT(kv);
@@ -285,6 +306,10 @@ int main(void) {
     CACHESTORE_PARAMS_INIT(kv_type);
     EXPECT(cachestore_kv_cache_type_info(CACHESTORE_KV_CACHE_FP8_E5M2, &kv_type) ==
                CACHESTORE_SUCCESS && strcmp(kv_type.name, "fp8_e5m2") == 0 && kv_type.scaled);
+    EXPECT(cachestore_kv_cache_type_info(CACHESTORE_KV_CACHE_NVFP4, &kv_type) ==
+               CACHESTORE_SUCCESS && strcmp(kv_type.name, "nvfp4") == 0 && kv_type.scaled &&
+           kv_type.values_per_element == 2 && kv_type.block == 16 &&
+           kv_type.head_dim_multiple == 16);
     /* An older caller's shorter info struct gets only the bytes it has. */
     memset(&mla, 0xee, sizeof mla);
     mla.struct_size = (uint32_t)offsetof(cachestore_mla_layout_info_t, nope_dim);

@@ -145,6 +145,56 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(KvDataType::kBf16, KvDataType::kFp16, KvDataType::kFp32)),
     general_name);
 
+// ---- nvfp4 caches: every layout form x input type x page size; H in {1, 8}, D in {16, 64, 128,
+// 256}, every slot type, per-tensor and per-head global scales, strided inputs, PDL ----------
+using Nvfp4Param = std::tuple<KvLayout, KvDataType, int32_t>;
+class PagedKvNvfp4 : public PagedKvTest, public ::testing::WithParamInterface<Nvfp4Param> {};
+
+TEST_P(PagedKvNvfp4, WholeCachesAndBlockScalesMatchReference) {
+  const auto [layout, input_type, page_size] = GetParam();
+  const int32_t dims[4][3] = {{8, 128, 128}, {1, 16, 16}, {8, 256, 64}, {1, 64, 0}};
+  for (int variant = 0; variant < 4; ++variant) {
+    KvShape s;
+    s.layout = layout;
+    s.cache_type = KvCacheType::kNvfp4;
+    s.input_type = input_type;
+    s.page_size = page_size;
+    const int32_t* d = dims[variant];
+    if (layout == KvLayout::kStacked && d[1] != d[2]) d = dims[variant % 2];
+    s.heads = d[0];
+    s.k_dim = d[1];
+    s.v_dim = d[2];
+    const SlotType slot_types[3] = {SlotType::kInt64, SlotType::kInt32, SlotType::kPageTable};
+    s.slot_type = slot_types[(variant + page_size) % 3];
+    s.scale_stride = variant % 2;
+    s.head_padded = variant >= 2;
+    s.input_offset = variant == 3 ? 8 : 0;  // 16 bytes of bf16 / fp16, 32 of fp32
+    s.reserved_slot = variant == 1 ? 0 : kNoReservedSlot;
+    s.num_tokens = page_size >= 64 ? 48 : 40;
+    SCOPED_TRACE("H " + std::to_string(s.heads) + " Dk " + std::to_string(s.k_dim) + " Dv " +
+                 std::to_string(s.v_dim) + " " + slot_type_name(s.slot_type) +
+                 " scale_stride " + std::to_string(s.scale_stride) +
+                 (s.head_padded ? " head-padded" : ""));
+    KvCase c(s);
+    run_random_steps(c);
+    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_TRUE(run_step(c, 17, true, LaunchOptions{true})) << "PDL";
+  }
+}
+
+std::string nvfp4_name(const ::testing::TestParamInfo<Nvfp4Param>& info) {
+  static const char* const kInputs[] = {"bf16", "fp16", "fp32"};
+  return std::string(kv_layout_name(std::get<0>(info.param))) + "_" +
+         kInputs[static_cast<int>(std::get<1>(info.param))] + "_P" +
+         std::to_string(std::get<2>(info.param));
+}
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, PagedKvNvfp4,
+    ::testing::Combine(::testing::Values(KvLayout::kNhd, KvLayout::kHnd, KvLayout::kStacked),
+                       ::testing::Values(KvDataType::kBf16, KvDataType::kFp16, KvDataType::kFp32),
+                       ::testing::Values(1, 16, 64)),
+    nvfp4_name);
+
 // The general kernel with PDL, with and without a count: fp32 into fp8, odd D, paged attention.
 TEST_F(PagedKvTest, GeneralKernelPdlWithAndWithoutCount) {
   for (KvLayout layout : {KvLayout::kNhd, KvLayout::kPagedAttention}) {
@@ -221,6 +271,9 @@ TEST_P(PagedKvReplay, GraphReplayNeverWritesPaddingRowsAndSeesNewScales) {
     case 6: s.cache_type = KvCacheType::kFp8E4m3; s.slot_type = SlotType::kPageTable; break;
     case 7: s.layout = KvLayout::kHnd; s.page_size = 6; s.slot_type = SlotType::kPageTable;
             break;
+    case 8: s.cache_type = KvCacheType::kNvfp4; s.scale_stride = 1; break;
+    case 9: s.layout = KvLayout::kHnd; s.cache_type = KvCacheType::kNvfp4;
+            s.input_type = KvDataType::kFp32; s.slot_type = SlotType::kPageTable; break;
   }
   KvCase c(s);
   std::vector<int64_t> previous = distinct_slots(rng_, kRows, c.capacity(), -1);
@@ -312,23 +365,28 @@ std::string replay_config_name(const ::testing::TestParamInfo<int>& info) {
   static const char* const kNames[] = {"NhdAuto", "HndE4m3PerHead", "Mla576E4m3",
                                        "StackedE5m2Fp16P6", "PagedAttentionAuto",
                                        "NhdE4m3Fp32D100", "NhdE4m3PageTable",
-                                       "HndAutoP6PageTable"};
+                                       "HndAutoP6PageTable", "NhdNvfp4PerHead",
+                                       "HndNvfp4Fp32PageTable"};
   return kNames[info.param];
 }
-INSTANTIATE_TEST_SUITE_P(Configs, PagedKvReplay, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7),
+INSTANTIATE_TEST_SUITE_P(Configs, PagedKvReplay, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 9),
                          replay_config_name);
 
 // ---- page-owner sharding: 1, 2, 4 owners; their caches' union equals the unsharded store ---
 TEST_F(PagedKvTest, OwnerShardsUnionEqualsUnshardedStore) {
-  for (const auto [page_size, slot_type] :
-       {std::pair{16, SlotType::kInt64}, std::pair{6, SlotType::kInt64},
-        std::pair{16, SlotType::kPageTable}, std::pair{6, SlotType::kPageTable}}) {
-    SCOPED_TRACE(slot_type_name(slot_type));
+  for (const auto [page_size, slot_type, cache_type] :
+       {std::tuple{16, SlotType::kInt64, KvCacheType::kFp8E4m3},
+        std::tuple{6, SlotType::kInt64, KvCacheType::kFp8E4m3},
+        std::tuple{16, SlotType::kPageTable, KvCacheType::kFp8E4m3},
+        std::tuple{6, SlotType::kPageTable, KvCacheType::kFp8E4m3},
+        std::tuple{16, SlotType::kInt64, KvCacheType::kNvfp4},
+        std::tuple{6, SlotType::kPageTable, KvCacheType::kNvfp4}}) {
+    SCOPED_TRACE(std::string(slot_type_name(slot_type)) + " " + kv_cache_type_name(cache_type));
     KvShape base;
     base.slot_type = slot_type;
     base.num_tokens = 64;
     base.page_size = page_size;
-    base.cache_type = KvCacheType::kFp8E4m3;
+    base.cache_type = cache_type;
     base.scale_stride = 1;
     base.num_pages = 24;  // global pages: divisible by every owner count
     // The unsharded store: global pages, one cache.
@@ -343,7 +401,7 @@ TEST_F(PagedKvTest, OwnerShardsUnionEqualsUnshardedStore) {
     whole.upload_inputs();
     ASSERT_TRUE(store_matches_reference(whole));
     const std::vector<uint8_t> unsharded = whole.k_cache().download();
-    const int64_t page_bytes = whole.k_strides().page;  // fp8: 1 byte per element
+    const int64_t page_bytes = whole.k_strides().page;  // fp8, nvfp4: 1-byte elements
 
     for (const int32_t owners : {1, 2, 4}) {
       std::vector<uint8_t> combined(unsharded.size(), kPoison);

@@ -353,18 +353,18 @@ TEST(Nvfp4Reference, HandWorkedBlocks) {
   EXPECT_EQ(sf, 0x00);
   EXPECT_EQ(packed[1], 0x80);
   EXPECT_EQ(packed[0], 0x00);
-  // A NaN is left out of amax and stored as 0 with its sign; an Inf saturates the scale (448,
-  // 0x7E) and is stored as 6, the block's finite values becoming zeros.
+  // A NaN is left out of amax and stored as 0 whatever its sign; an Inf saturates the scale
+  // (448, 0x7E) and is stored as 6, the block's finite values becoming zeros.
   float special[16] = {};
   special[0] = 6.0f, special[1] = -NAN, special[2] = NAN;
   reference::quantize_nvfp4_block(special, 1.0f, packed, &sf);
   EXPECT_EQ(sf, 0x38);
-  EXPECT_EQ(packed[0], 0x87);
+  EXPECT_EQ(packed[0], 0x07);
   EXPECT_EQ(packed[1], 0x00);
   special[3] = -INFINITY;
   reference::quantize_nvfp4_block(special, 1.0f, packed, &sf);
   EXPECT_EQ(sf, 0x7E);
-  EXPECT_EQ(packed[0], 0x80);  // 6 / (448 * 6 ...) rounds to 0; the NaN keeps its sign
+  EXPECT_EQ(packed[0], 0x00);  // 6 / 448 rounds to 0; -NaN -> 0
   EXPECT_EQ(packed[1], 0xF0);  // NaN -> 0, -Inf -> -6
   // A subnormal scale: amax = 6 * 3 * 2^-9 gives sf = 3 * 2^-9 (0x03) exactly.
   float tiny[16] = {};

@@ -29,6 +29,7 @@ inline const char* kv_cache_type_name(KvCacheType t) {
     case KvCacheType::kAuto: return "auto";
     case KvCacheType::kFp8E4m3: return "e4m3";
     case KvCacheType::kFp8E5m2: return "e5m2";
+    case KvCacheType::kNvfp4: return "nvfp4";
   }
   return "?";
 }
@@ -103,18 +104,30 @@ class KvCase {
 
     const bool fp8 = s_.cache_type != KvCacheType::kAuto;
     elem_ = fp8 ? 1 : in_bytes_;
+    // nvfp4: a byte holds two values (D / 2 bytes an entry); its block scales take the same
+    // layout with D / 16 bytes an entry.
+    const bool nvfp4 = s_.cache_type == KvCacheType::kNvfp4;
+    const int32_t per = nvfp4 ? 2 : 1;
+    const int32_t kd = s_.k_dim / per, vd = s_.v_dim / per;
+    const int32_t kb = s_.k_dim / 16, vb = s_.v_dim / 16;
     switch (s_.layout) {
       case KvLayout::kNhd:
-        k_strides_ = layout::kv_nhd_strides(p, h, s_.k_dim);
-        v_strides_ = layout::kv_nhd_strides(p, h, s_.v_dim);
+        k_strides_ = layout::kv_nhd_strides(p, h, kd);
+        v_strides_ = layout::kv_nhd_strides(p, h, vd);
+        k_block_strides_ = layout::kv_nhd_strides(p, h, kb);
+        v_block_strides_ = layout::kv_nhd_strides(p, h, vb);
         break;
       case KvLayout::kHnd:
-        k_strides_ = layout::kv_hnd_strides(p, h, s_.k_dim);
-        v_strides_ = layout::kv_hnd_strides(p, h, s_.v_dim);
+        k_strides_ = layout::kv_hnd_strides(p, h, kd);
+        v_strides_ = layout::kv_hnd_strides(p, h, vd);
+        k_block_strides_ = layout::kv_hnd_strides(p, h, kb);
+        v_block_strides_ = layout::kv_hnd_strides(p, h, vb);
         break;
       case KvLayout::kStacked:  // one buffer; requires Dk == Dv
-        k_strides_ = v_strides_ = layout::kv_stacked_nhd_strides(p, h, s_.k_dim);
-        v_offset_ = layout::kv_stacked_v_offset(p, h, s_.k_dim);
+        k_strides_ = v_strides_ = layout::kv_stacked_nhd_strides(p, h, kd);
+        v_offset_ = layout::kv_stacked_v_offset(p, h, kd);
+        k_block_strides_ = v_block_strides_ = layout::kv_stacked_nhd_strides(p, h, kb);
+        v_block_offset_ = layout::kv_stacked_v_offset(p, h, kb);
         break;
       case KvLayout::kMla576:  // one buffer: V = k_pe at K base + 512
         k_strides_ = v_strides_ = layout::kv_mla_row_strides(p);
@@ -133,6 +146,11 @@ class KvCase {
     k_cache_ = &sc_.output(elem_ * pages_ * k_strides_.page, kPoison, "K cache");
     if (!shared && s_.v_dim > 0)
       v_cache_ = &sc_.output(elem_ * pages_ * v_strides_.page, kPoison, "V cache");
+    if (nvfp4) {
+      k_blocks_ = &sc_.output(pages_ * k_block_strides_.page, kPoison, "K block scales");
+      if (!shared && s_.v_dim > 0)
+        v_blocks_ = &sc_.output(pages_ * v_block_strides_.page, kPoison, "V block scales");
+    }
     if (fp8) {
       k_scale_ = &sc_.input(std::vector<uint8_t>(4 * h));
       v_scale_ = &sc_.input(std::vector<uint8_t>(4 * h));
@@ -175,16 +193,22 @@ class KvCase {
       } else if (r % 11 == 3) {
         v[r * width_ + rng() % width_] =
             (s_.input_type == KvDataType::kBf16 ? specials : fp16_specials)[rng() % 3];
+      } else if (r % 13 == 5) {  // an all-zero head start (an all-zero nvfp4 block), -0 too
+        for (int64_t i = 0; i < 16; ++i) v[r * width_ + i] = i % 5 == 0 ? 0x8000 : 0;
       }
     }
     v.insert(v.begin(), s_.input_offset, 0);
     input_->host = as_bytes(v);
   }
   void set_input(const std::vector<uint16_t>& values) { input_->host = as_bytes(values); }
-  // Scales in [0.004, 0.5) (one per head; per-tensor uses the first).
+  // Scales in [0.004, 0.5) (one per head; per-tensor uses the first); nvfp4's global scales in
+  // [2^-14, 2), so that the block scales of the rows' magnitudes (2^-11 .. 2^11) run from e4m3
+  // subnormals to saturation.
   void randomize_scales(std::mt19937_64& rng) {
     if (k_scale_ == nullptr) return;
-    std::uniform_real_distribution<float> u(std::log(0.004f), std::log(0.5f));
+    const bool nvfp4 = s_.cache_type == KvCacheType::kNvfp4;
+    std::uniform_real_distribution<float> u(std::log(nvfp4 ? 0x1p-14f : 0.004f),
+                                            std::log(nvfp4 ? 2.0f : 0.5f));
     std::vector<float> k(s_.heads), v(s_.heads);
     for (auto& x : k) x = std::exp(u(rng));
     for (auto& x : v) x = std::exp(u(rng));
@@ -241,16 +265,22 @@ class KvCase {
     auto* k_base = static_cast<uint8_t*>(k_cache_->ptr(side));
     const auto* k_scale = static_cast<const float*>(k_scale_ ? k_scale_->ptr(side) : nullptr);
     const auto* v_scale = static_cast<const float*>(v_scale_ ? v_scale_->ptr(side) : nullptr);
+    uint8_t* k_blocks = k_blocks_ ? static_cast<uint8_t*>(k_blocks_->ptr(side)) : nullptr;
     p.k_cache = {k_base, k_strides_.page, k_strides_.entry, k_strides_.head, k_scale,
                  s_.scale_stride, k_dim_layout_.chunk, k_dim_layout_.chunk_stride,
-                 k_dim_layout_.dim_stride};
+                 k_dim_layout_.dim_stride, k_blocks, k_block_strides_.page,
+                 k_block_strides_.entry, k_block_strides_.head};
     if (s_.v_dim > 0) {
       p.v = {in + in_bytes_ * s_.heads * k_head_stride_, width_, v_head_stride_, s_.v_dim};
       uint8_t* v_base = v_cache_ ? static_cast<uint8_t*>(v_cache_->ptr(side))
                                  : k_base + elem_ * v_offset_;
+      uint8_t* v_blocks = v_blocks_ ? static_cast<uint8_t*>(v_blocks_->ptr(side))
+                          : k_blocks ? k_blocks + v_block_offset_
+                                     : nullptr;
       p.v_cache = {v_base, v_strides_.page, v_strides_.entry, v_strides_.head, v_scale,
                    s_.scale_stride, v_dim_layout_.chunk, v_dim_layout_.chunk_stride,
-                   v_dim_layout_.dim_stride};
+                   v_dim_layout_.dim_stride, v_blocks, v_block_strides_.page,
+                   v_block_strides_.entry, v_block_strides_.head};
     }
     p.launch = launch;
     return p;
@@ -262,6 +292,9 @@ class KvCase {
   int64_t pages_ = 0, capacity_ = 0, width_ = 0, elem_ = 2, in_bytes_ = 2, v_offset_ = 0;
   int64_t k_head_stride_ = 0, v_head_stride_ = 0;
   layout::KvStrides k_strides_{}, v_strides_{};
+  layout::KvStrides k_block_strides_{}, v_block_strides_{};  // nvfp4's block scales (bytes)
+  int64_t v_block_offset_ = 0;
+  Mirror *k_blocks_ = nullptr, *v_blocks_ = nullptr;
   layout::KvDimLayout k_dim_layout_ = layout::kKvContiguousDim, v_dim_layout_ = layout::kKvContiguousDim;
   Mirror *input_ = nullptr, *k_cache_ = nullptr, *v_cache_ = nullptr;
   Mirror *k_scale_ = nullptr, *v_scale_ = nullptr, *slots_ = nullptr, *n_ = nullptr;

@@ -200,6 +200,10 @@ CACHESTORE_EXPORT Status fused_store_cache(const FusedStoreParams& params, cudaS
 // to match state pages); powers of two take shifts. Any head dim in [1, 1024] and any
 // element-aligned base and strides: 16-byte vectors where the alignment allows, narrower ones
 // (down to one element) where it does not.
+// nvfp4 caches (FlashInfer's format, docs/layouts.md): per 16 values of a (token, head), amax,
+// the e4m3 block scale sf = e4m3(amax / (6 g)) and 8 bytes of e2m1 codes of x / (sf g), g the
+// device global scale; D a multiple of 16, 16-byte aligned input vectors and 8-byte aligned
+// cache entries, d contiguous.
 struct KvInput {
   const void* data = nullptr;  // device [num_tokens, num_heads, head_dim] bf16 | fp16 | fp32
   int64_t token_stride = 0;    // elements
@@ -209,15 +213,23 @@ struct KvInput {
 
 struct KvCacheView {
   void* data = nullptr;          // device; aligned to its element (the input type's for auto)
-  int64_t page_stride = 0;       // elements of the cache type
+  int64_t page_stride = 0;       // elements of the cache type (nvfp4: bytes, two values each)
   int64_t entry_stride = 0;
   int64_t head_stride = 0;
-  const float* scale = nullptr;  // fp8 caches: device fp32, read at run time; else ignored
+  const float* scale = nullptr;  // fp8: the divisor; nvfp4: the global decode scale g. Device
+                                 // fp32, read at run time; ignored by auto caches
   int32_t scale_stride = 0;      // 0: one scale for the tensor; 1: one per head (scale[h])
   // The head dim's layout (layout::KvDimLayout): chunk 0 and dim_stride 1 for d contiguous.
   int32_t chunk = 0;
   int64_t chunk_stride = 0;
   int64_t dim_stride = 1;
+  // nvfp4 only: the e4m3 block scales, one byte per 16 values of a (slot, head): block d / 16 of
+  // (s, h) at block_scales + (s / P) * block_scale_page_stride + (s % P) *
+  // block_scale_entry_stride + h * block_scale_head_stride + d / 16 (bytes).
+  void* block_scales = nullptr;
+  int64_t block_scale_page_stride = 0;
+  int64_t block_scale_entry_stride = 0;
+  int64_t block_scale_head_stride = 0;
 };
 
 struct PagedKvParams {

@@ -101,7 +101,7 @@ CACHESTORE_EXPORT cachestore_status_t cachestore_fused_store_cache(
 
 enum { CACHESTORE_KV_BF16 = 0, CACHESTORE_KV_FP16 = 1, CACHESTORE_KV_FP32 = 2 };
 enum { CACHESTORE_KV_CACHE_AUTO = 0, CACHESTORE_KV_CACHE_FP8_E4M3 = 1,
-       CACHESTORE_KV_CACHE_FP8_E5M2 = 2 };
+       CACHESTORE_KV_CACHE_FP8_E5M2 = 2, CACHESTORE_KV_CACHE_NVFP4 = 3 };
 
 /* A slot mapping: slot_type CACHESTORE_SLOT_*; reserved_slot -1 for none (0 is a slot: set -1
  * explicitly); owner sharding of paged caches (page g = slot / P is owner g % owner_size's, at
@@ -213,6 +213,15 @@ typedef struct cachestore_kv_side_t {
   const float* scale; int32_t scale_stride; int32_t pad1;
 } cachestore_kv_side_t;
 
+/* An nvfp4 cache's e4m3 block scales (cachestore.h KvCacheView::block_scales): one byte per 16
+ * values of a (slot, head), strides in bytes. */
+typedef struct cachestore_block_scales_t {
+  void* data;
+  int64_t page_stride;
+  int64_t entry_stride;
+  int64_t head_stride;
+} cachestore_block_scales_t;
+
 typedef struct cachestore_paged_kv_params_t {
   CACHESTORE_BATCH_FIELDS;
   cachestore_slots_t slots;
@@ -233,6 +242,10 @@ typedef struct cachestore_paged_kv_params_t {
   int64_t v_dim_stride;
   /* Appended in 0.6 (320 bytes): */
   cachestore_page_table_t page_table;           /* slots.slot_type CACHESTORE_SLOT_PAGE_TABLE */
+  /* Appended in 0.7 (384 bytes): cache_type CACHESTORE_KV_CACHE_NVFP4's block scales; the
+   * sides' scale is then the global decode scale. */
+  cachestore_block_scales_t k_block_scales;
+  cachestore_block_scales_t v_block_scales;
 } cachestore_paged_kv_params_t;
 
 CACHESTORE_EXPORT cachestore_status_t cachestore_store_index_k_bf16_v2(
@@ -300,10 +313,13 @@ typedef struct cachestore_index_k_format_info_t {
 typedef struct cachestore_kv_cache_type_info_t {
   uint32_t struct_size;
   int32_t cache_type;         /* CACHESTORE_KV_CACHE_* */
-  const char* name;           /* "auto", "fp8_e4m3", "fp8_e5m2" */
+  const char* name;           /* "auto", "fp8_e4m3", "fp8_e5m2", "nvfp4" */
   int32_t element_bytes;      /* 0: the input type's */
   int32_t scaled;             /* nonzero: reads a device fp32 scale per tensor or per head */
   int32_t head_dim_multiple;
+  int32_t values_per_element; /* 0.7 (was a zero pad): nvfp4 2, else 1 */
+  /* Appended in 0.7 (40 bytes): */
+  int32_t block;              /* values per block scale (nvfp4: 16); 0: no block scales */
   int32_t pad0;
 } cachestore_kv_cache_type_info_t;
 

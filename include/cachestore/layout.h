@@ -51,6 +51,8 @@ enum class KvCacheType : int32_t {
   kAuto = 0,     // the input type: bits copied
   kFp8E4m3 = 1,  // fp8_satfinite_rn(x / scale), IEEE division (vLLM's reshape_and_cache_flash)
   kFp8E5m2 = 2,
+  kNvfp4 = 3,    // e2m1 codes with an e4m3 scale per 16 values under a device fp32 global scale
+                 // (FlashInfer's nvfp4 paged cache); the block scales are a second cache view
 };
 
 namespace layout {
@@ -219,15 +221,18 @@ inline constexpr int32_t kMaxKvHeads = 256;
 inline constexpr int32_t kMaxKvHeadDim = 1024;
 
 struct KvCacheTypeInfo {
-  const char* name;          // "auto", "fp8_e4m3", "fp8_e5m2"
+  const char* name;          // "auto", "fp8_e4m3", "fp8_e5m2", "nvfp4"
   int32_t element_bytes;     // 0: the input type's
   bool scaled;               // reads a device fp32 scale per tensor or per head
   int32_t head_dim_multiple; // the head dim is a multiple of this
+  int32_t values_per_element;  // values a cache element holds (nvfp4: two codes a byte)
+  int32_t block;             // values per block scale in the block-scale view; 0: none
 };
 inline constexpr KvCacheTypeInfo kKvCacheTypes[] = {
-    {"auto", 0, false, 1},
-    {"fp8_e4m3", 1, true, 1},
-    {"fp8_e5m2", 1, true, 1},
+    {"auto", 0, false, 1, 1, 0},
+    {"fp8_e4m3", 1, true, 1, 1, 0},
+    {"fp8_e5m2", 1, true, 1, 1, 0},
+    {"nvfp4", 1, true, 16, 2, 16},
 };
 inline constexpr int32_t kNumKvCacheTypes =
     static_cast<int32_t>(sizeof(kKvCacheTypes) / sizeof(kKvCacheTypes[0]));

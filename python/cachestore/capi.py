@@ -23,7 +23,7 @@ MLA_V4, MLA_V32, MLA_V41, MLA_V41_FP4 = 0, 1, 2, 3
 FP4_TIES_TO_EVEN, FP4_TIES_TOWARD_ZERO = 0, 1
 INDEX_K_FP8, INDEX_K_FP4 = 0, 1
 KV_BF16, KV_FP16, KV_FP32 = 0, 1, 2
-KV_CACHE_AUTO, KV_CACHE_FP8_E4M3, KV_CACHE_FP8_E5M2 = 0, 1, 2
+KV_CACHE_AUTO, KV_CACHE_FP8_E4M3, KV_CACHE_FP8_E5M2, KV_CACHE_NVFP4 = 0, 1, 2, 3
 
 
 class Slots(ctypes.Structure):
@@ -90,13 +90,18 @@ class KvSide(ctypes.Structure):
                 ("cache_head_stride", i64), ("scale", vp), ("scale_stride", i32), ("pad1", i32)]
 
 
+class BlockScales(ctypes.Structure):
+    _fields_ = [("data", vp), ("page_stride", i64), ("entry_stride", i64), ("head_stride", i64)]
+
+
 class PagedKvParams(_Params):
     _fields_ = _BATCH + [("slots", Slots), ("num_heads", i32), ("input_type", i32),
                          ("cache_type", i32), ("page_size", i32), ("num_pages", i64),
                          ("k", KvSide), ("v", KvSide), ("k_chunk", i32), ("v_chunk", i32),
                          ("k_chunk_stride", i64), ("v_chunk_stride", i64),
                          ("k_dim_stride", i64), ("v_dim_stride", i64),
-                         ("page_table", PageTable)]
+                         ("page_table", PageTable), ("k_block_scales", BlockScales),
+                         ("v_block_scales", BlockScales)]
 
 
 class MlaLayoutInfo(_Params):
@@ -116,7 +121,7 @@ class IndexKFormatInfo(_Params):
 class KvCacheTypeInfo(_Params):
     _fields_ = [("struct_size", u32), ("cache_type", i32), ("name", ctypes.c_char_p),
                 ("element_bytes", i32), ("scaled", i32), ("head_dim_multiple", i32),
-                ("pad0", i32)]
+                ("values_per_element", i32), ("block", i32), ("pad0", i32)]
 
 
 class CachestoreError(ValueError):

@@ -50,6 +50,16 @@ inline bool kv_side_takes(const KvInput& in, const KvCacheView& c, int64_t in_by
   return kv_cache_aligned(c, cache_bytes, std::min<int64_t>(width * cache_bytes, 16));
 }
 
+// The nvfp4 kernel's block-scale views (bytes).
+inline kernels::BlockScaleArgs block_scale_args(const PagedKvParams& p) {
+  const auto side = [](const KvCacheView& c) {
+    return kernels::BlockScaleSide{
+        static_cast<uint8_t*>(c.block_scales),
+        {c.block_scale_page_stride, c.block_scale_entry_stride, c.block_scale_head_stride}};
+  };
+  return {side(p.k_cache), p.v.data != nullptr ? side(p.v_cache) : kernels::BlockScaleSide{}};
+}
+
 template <KvCacheType kCache>
 Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_t stream) {
   const bool has_v = p.v.data != nullptr;
@@ -59,8 +69,11 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
   const auto fast_side = [&](const KvInput& in, const KvCacheView& c) {
     return c.chunk == 0 && c.dim_stride == 1 && kv_side_takes(in, c, in_bytes, cache_bytes, 8);
   };
-  const bool fast = fast_side(p.k, p.k_cache) && (!has_v || fast_side(p.v, p.v_cache));
-  int32_t width = 8;
+  // nvfp4: one 16-value block a thread, on the aligned, contiguous entries check() requires.
+  constexpr bool kNvfp4 = kCache == KvCacheType::kNvfp4;
+  const bool fast =
+      kNvfp4 || (fast_side(p.k, p.k_cache) && (!has_v || fast_side(p.v, p.v_cache)));
+  int32_t width = kNvfp4 ? layout::kv_cache_type(kCache).block : 8;
   if (!fast) {
     while (width > 1 && !(kv_side_takes(p.k, p.k_cache, in_bytes, cache_bytes, width) &&
                           (!has_v || kv_side_takes(p.v, p.v_cache, in_bytes, cache_bytes, width))))
@@ -99,11 +112,16 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
       constexpr bool kPdl = decltype(pdl_constant)::value;
       return with_slot_type(p.slots.type, [&](auto slot) {
         using SlotT = decltype(slot);
-        if (fast)
-          return launch_store(kernels::paged_kv_kernel<SlotT, kCache, kIn, kPdl>, grid, block,
-                              stream, pdl_constant, guard, args, table);
-        return launch_store(kernels::paged_kv_general_kernel<SlotT, kCache, kIn, kPdl>, grid,
-                            block, stream, pdl_constant, guard, args, table);
+        if constexpr (kNvfp4) {
+          return launch_store(kernels::paged_kv_nvfp4_kernel<SlotT, kIn, kPdl>, grid, block,
+                              stream, pdl_constant, guard, args, table, block_scale_args(p));
+        } else {
+          if (fast)
+            return launch_store(kernels::paged_kv_kernel<SlotT, kCache, kIn, kPdl>, grid, block,
+                                stream, pdl_constant, guard, args, table);
+          return launch_store(kernels::paged_kv_general_kernel<SlotT, kCache, kIn, kPdl>, grid,
+                              block, stream, pdl_constant, guard, args, table);
+        }
       });
     });
   };

@@ -163,4 +163,15 @@ struct PagedKvArgs {
   int32_t pad0;
 };
 
+// nvfp4 caches: each side's e4m3 block-scale view (bytes), a trailing parameter of the nvfp4
+// kernel only, so that no parameter of the other paged K/V kernels moves.
+struct BlockScaleSide {
+  uint8_t* scales;
+  layout::KvStrides strides;    // page, entry, head; bytes (block d / 16 at + d / 16)
+};
+struct BlockScaleArgs {
+  BlockScaleSide k;
+  BlockScaleSide v;
+};
+
 }  // namespace cachestore::kernels

@@ -8,11 +8,14 @@
 //   - paged_kv_general_kernel: `width` values a thread (8, 4, 2 or 1: the widest the alignment
 //     allows), any head dim, and the head-dim layouts that chunk or stride d (vLLM's
 //     paged-attention layout); a vector in one contiguous run of the cache is one store, else
-//     each value is.
+//     each value is;
+//   - paged_kv_nvfp4_kernel: one 16-value NVFP4 block a thread (two or four 16-byte loads), its
+//     8 code bytes and its e4m3 scale byte.
 #pragma once
 
 #include <cstring>
 
+#include "kernels/core/fp4.cuh"
 #include "kernels/core/fp8.cuh"
 #include "kernels/core/guard.cuh"
 #include "kernels/core/vector_io.cuh"
@@ -67,9 +70,11 @@ __device__ __forceinline__ int64_t dim_offset(const KvDimArgs& l, int64_t d) {
 // One thread's vector of kW values, from its row's guard to its store. kFast: the 16-byte
 // kernel (kW = 8; 16-byte loads; d contiguous, aligned: one store); else the general kernel's
 // (loads of kW values; a store per contiguous vector, or per value).
+// nvfp4 (kW = 16, kFast): one block a thread; its 8 code bytes and its scale byte (block_scales).
 template <int kW, bool kFast, typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
 __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const PagedKvArgs& a,
-                                                const PageTableArgs& table) {
+                                                const PageTableArgs& table,
+                                                const BlockScaleArgs& block_scales = {}) {
   using In = KvElement<kIn>;
   using Out = std::conditional_t<kCache == KvCacheType::kAuto, In, uint8_t>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -104,7 +109,23 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
   const int64_t slot = sources.template load_slot<kPdl>(n);
   const PagePosition pos = position_of(a, slot);
   if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, j == 0)) return;
-  if constexpr (kFast) {
+  if constexpr (kCache == KvCacheType::kNvfp4) {
+    static_assert(kFast && kW == 16, "nvfp4: one 16-value block a thread");
+    float v[16];
+    if constexpr (kIn == KvDataType::kFp32) {
+      memcpy(v, x, sizeof v);
+    } else {
+      decode_vec<kIn>(x[0], v);
+      decode_vec<kIn>(x[1], v + 8);
+    }
+    const Nvfp4Block q = nvfp4_block(v, scale);
+    *reinterpret_cast<uint2*>(side.cache + layout::kv_element_offset(
+                                               side.cache_strides, pos.local_page, pos.in_page,
+                                               head, 8 * vec)) = q.codes;
+    const BlockScaleSide& bs = is_v ? block_scales.v : block_scales.k;
+    bs.scales[layout::kv_element_offset(bs.strides, pos.local_page, pos.in_page, head, vec)] =
+        q.scale;
+  } else if constexpr (kFast) {
     const int64_t element =
         layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 8 * vec);
     if constexpr (kCache == KvCacheType::kAuto) {
@@ -152,6 +173,14 @@ template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
 __global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
 paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a, const PageTableArgs table) {
   paged_kv_vector<8, true, SlotT, kCache, kIn, kPdl>(guard, a, table);
+}
+
+template <typename SlotT, KvDataType kIn, bool kPdl>
+__global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
+paged_kv_nvfp4_kernel(const GuardArgs guard, const PagedKvArgs a, const PageTableArgs table,
+                      const BlockScaleArgs block_scales) {
+  paged_kv_vector<16, true, SlotT, KvCacheType::kNvfp4, kIn, kPdl>(guard, a, table,
+                                                                   block_scales);
 }
 
 template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>

@@ -24,9 +24,12 @@ bool is_input_type(ScalarType t) {
 
 // The cache type a side's cache tensor holds (checked against kv_cache_dtype).
 int64_t side_cache_type(std::optional<int64_t> kv_cache_dtype, const char* cache_name,
-                        const Tensor& cache, const Tensor& x) {
+                        const Tensor& cache, const Tensor& x, bool block_scales) {
   const ScalarType dtype = cache.scalar_type();
   int64_t side;
+  if (block_scales && dtype != ScalarType::Byte)
+    type_error(std::string(cache_name) + ".dtype " + dtype_name(dtype) +
+               ": an nvfp4 cache (block scales given) is uint8");
   if (is_input_type(dtype)) {
     if (dtype != x.scalar_type())
       type_error(std::string(cache_name) + ".dtype " + dtype_name(dtype) +
@@ -36,12 +39,16 @@ int64_t side_cache_type(std::optional<int64_t> kv_cache_dtype, const char* cache
     side = CACHESTORE_KV_CACHE_FP8_E4M3;
   } else if (dtype == ScalarType::Float8_e5m2) {
     side = CACHESTORE_KV_CACHE_FP8_E5M2;
+  } else if (block_scales) {  // uint8 with block scales: nvfp4 codes
+    side = CACHESTORE_KV_CACHE_NVFP4;
   } else {
     if (kv_cache_dtype != CACHESTORE_KV_CACHE_FP8_E4M3 &&
-        kv_cache_dtype != CACHESTORE_KV_CACHE_FP8_E5M2)
+        kv_cache_dtype != CACHESTORE_KV_CACHE_FP8_E5M2 &&
+        kv_cache_dtype != CACHESTORE_KV_CACHE_NVFP4)
       value_error(std::string(cache_name) + " is uint8: pass kv_cache_dtype=" +
-                  quoted(cache_type_name(CACHESTORE_KV_CACHE_FP8_E4M3)) + " or " +
-                  quoted(cache_type_name(CACHESTORE_KV_CACHE_FP8_E5M2)));
+                  quoted(cache_type_name(CACHESTORE_KV_CACHE_FP8_E4M3)) + ", " +
+                  quoted(cache_type_name(CACHESTORE_KV_CACHE_FP8_E5M2)) + " or " +
+                  quoted(cache_type_name(CACHESTORE_KV_CACHE_NVFP4)));
     side = *kv_cache_dtype;
   }
   if (kv_cache_dtype.has_value() && *kv_cache_dtype != CACHESTORE_KV_CACHE_AUTO &&
@@ -75,6 +82,8 @@ struct Side {
   const OptTensor& cache;
   const char* scale_name;
   const OptTensor& scale;
+  const char* block_scale_name;
+  const OptTensor& block_scale;
 };
 
 // One side's checks; returns its cache type.
@@ -99,7 +108,17 @@ int64_t check_side(const Side& s, const Tensor& key, int64_t layout,
                {3, 4, 5});
   const int64_t heads = x.dim() == 3 ? x.size(1) : 1;
   const int64_t head_dim = x.size(-1);
-  const auto [got_heads, got_dim] = heads_and_dim(cache, layout, s.is_key);
+  const int64_t side = side_cache_type(kv_cache_dtype, s.cache_name, cache, x,
+                                       s.block_scale.has_value());
+  // nvfp4: the cache holds D / 2 bytes an entry (two codes a byte).
+  const int64_t per = side == CACHESTORE_KV_CACHE_NVFP4 ? 2 : 1;
+  if (per == 2 && layout == kPagedAttention)
+    value_error(std::string(s.cache_name) + ": an nvfp4 cache takes layout 'nhd' or 'hnd'");
+  if (per == 2 && head_dim % 16 != 0)
+    value_error(std::string(s.x_name) + ": an nvfp4 cache needs a head dim that is a multiple "
+                "of 16, got " + std::to_string(head_dim));
+  auto [got_heads, got_dim] = heads_and_dim(cache, layout, s.is_key);
+  got_dim *= per;
   if (cache.dim() == 3 && heads != 1)
     value_error(std::string(s.cache_name) + " is [pages, P, D] (one head) but " + s.x_name +
                 " has " + std::to_string(heads) + " heads");
@@ -109,12 +128,26 @@ int64_t check_side(const Side& s, const Tensor& key, int64_t layout,
                 std::to_string(head_dim) + " in layout " + quoted(kLayoutNames[layout]));
   if ((cache.dim() == 3 || layout != kPagedAttention) && cache.stride(-1) != 1)
     value_error(std::string(s.cache_name) + ": the last dimension must be contiguous");
-  return side_cache_type(kv_cache_dtype, s.cache_name, cache, x);
+  if (per == 2) {
+    if (!s.block_scale.has_value())
+      value_error(std::string(s.block_scale_name) + " is required for an nvfp4 cache");
+    const Tensor& bs = *s.block_scale;
+    check_tensor(s.block_scale_name, bs, {ScalarType::Byte, ScalarType::Float8_e4m3fn}, {3, 4});
+    const auto [bs_heads, bs_dim] = heads_and_dim(bs, layout, s.is_key);
+    if (bs.dim() != cache.dim() || bs.size(0) != cache.size(0) || bs_heads != heads ||
+        bs_dim * 16 != head_dim || bs.stride(-1) != 1 ||
+        (bs.dim() == 4 && bs.size(layout == kNhd ? 1 : 2) != cache.size(layout == kNhd ? 1 : 2)) ||
+        (bs.dim() == 3 && bs.size(1) != cache.size(1)))
+      value_error(std::string(s.block_scale_name) + " " + tuple_string(bs.sizes()) +
+                  " must be " + s.cache_name + "'s pages with head dim / 16 = " +
+                  std::to_string(head_dim / 16) + " e4m3 bytes, the last dimension contiguous");
+  }
+  return side;
 }
 
 void check_scale(const Side& s, int64_t heads) {
   if (!s.scale.has_value())
-    value_error(std::string(s.scale_name) + " is required for an fp8 cache");
+    value_error(std::string(s.scale_name) + " is required for an fp8 or nvfp4 cache");
   const Tensor& scale = *s.scale;
   check_tensor(s.scale_name, scale, {ScalarType::Float}, {0, 1});
   if ((scale.numel() != 1 && scale.numel() != heads) || !scale.is_contiguous())
@@ -163,23 +196,46 @@ cachestore_kv_side_t side_struct(const Tensor& x, const Tensor& cache, int64_t l
   return side;
 }
 
+// An nvfp4 side's block-scale view: the strides of its tensor in the cache's layout (bytes).
+cachestore_block_scales_t block_scales_struct(const Tensor& bs, int64_t layout) {
+  cachestore_block_scales_t out{};
+  out.data = bs.data_ptr();
+  out.page_stride = bs.stride(0);
+  if (bs.dim() == 3) {
+    out.entry_stride = bs.stride(1);
+    out.head_stride = bs.size(-1);
+  } else if (layout == kNhd) {
+    out.entry_stride = bs.stride(1);
+    out.head_stride = bs.stride(2);
+  } else {
+    out.entry_stride = bs.stride(2);
+    out.head_stride = bs.stride(1);
+  }
+  return out;
+}
+
 void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key_cache,
                     OptTensor value_cache, int64_t layout, std::optional<int64_t> kv_cache_dtype,
                     OptTensor k_scale, OptTensor v_scale, OptTensor num_tokens_non_padded,
                     int64_t reserved_slot, int64_t owner_rank, int64_t owner_size,
                     OptTensor diagnostics, bool enable_pdl, OptTensor positions,
-                    OptTensor kv_indptr, OptTensor kv_indices) {
+                    OptTensor kv_indptr, OptTensor kv_indices, OptTensor key_block_scale,
+                    OptTensor value_block_scale) {
   const BatchOptions o{num_tokens_non_padded, reserved_slot, owner_rank, owner_size, diagnostics,
                        enable_pdl};
   check_id("layout", layout, 3);
   if (kv_cache_dtype.has_value()) check_id("kv_cache_dtype", *kv_cache_dtype,
                                            layout::kNumKvCacheTypes);
   const OptTensor key_cache_opt(key_cache);
-  const Side k_side{true, "key", &key, "key_cache", key_cache_opt, "k_scale", k_scale};
-  const Side v_side{false, "value", value.has_value() ? &*value : nullptr, "value_cache",
-                    value_cache, "v_scale", v_scale};
+  const Side k_side{true,      "key",           &key,           "key_cache", key_cache_opt,
+                    "k_scale", k_scale,         "key_block_scale", key_block_scale};
+  const Side v_side{false,     "value",         value.has_value() ? &*value : nullptr,
+                    "value_cache", value_cache, "v_scale",       v_scale,
+                    "value_block_scale", value_block_scale};
   if (!value.has_value() && value_cache.has_value())
     value_error("value_cache given without value");
+  if (!value.has_value() && value_block_scale.has_value())
+    value_error("value_block_scale given without value");
   int64_t cache_type = -1;
   for (const Side* s : {&k_side, &v_side}) {
     if (s->x == nullptr) continue;
@@ -199,6 +255,7 @@ void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key
        named("kv_indices", kv_indices),
        named("key_cache", key_cache), named("value_cache", value_cache),
        named("k_scale", k_scale), named("v_scale", v_scale),
+       named("key_block_scale", key_block_scale), named("value_block_scale", value_block_scale),
        named("num_tokens_non_padded", num_tokens_non_padded),
        named("diagnostics", diagnostics)});
 
@@ -222,6 +279,9 @@ void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key
   if (value.has_value())
     p.v = side_struct(*value, *value_cache, layout, v_scale, false, &p.v_chunk,
                       &p.v_chunk_stride, &p.v_dim_stride);
+  if (key_block_scale.has_value()) p.k_block_scales = block_scales_struct(*key_block_scale, layout);
+  if (value_block_scale.has_value())
+    p.v_block_scales = block_scales_struct(*value_block_scale, layout);
   launch(cachestore_store_paged_kv, p, device);
 }
 
@@ -233,7 +293,8 @@ using namespace cachestore::torch_ops;  // NOLINT: the registrations below name 
 STABLE_TORCH_LIBRARY_FRAGMENT(cachestore, m) {
   m.def("store_paged_kv(Tensor key, Tensor? value, Tensor slot_mapping, Tensor(a!) key_cache, "
         "Tensor(b!)? value_cache, int layout=0, int? kv_cache_dtype=None, Tensor? k_scale=None, "
-        "Tensor? v_scale=None, " CACHESTORE_BATCH_SCHEMA("c") ") -> ()");
+        "Tensor? v_scale=None, " CACHESTORE_BATCH_SCHEMA("c") ", "
+        "Tensor(d!)? key_block_scale=None, Tensor(e!)? value_block_scale=None) -> ()");
 }
 void paged_kv_kernels(Library& m) { m.impl("store_paged_kv", TORCH_BOX(&store_paged_kv)); }
 CACHESTORE_TORCH_KERNELS(paged_kv_kernels)

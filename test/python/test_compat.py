@@ -118,6 +118,45 @@ def test_flashinfer_refusals_name_the_argument():
                                              kv(8, 16, 64), indices, indptr, None)
 
 
+def test_flashinfer_nvfp4_refusals_name_the_argument():
+    key = kv(4, 8, 128)
+    i32 = torch.zeros(4, dtype=torch.int32)
+    indptr, indices = torch.tensor([0, 2, 4], dtype=torch.int32), torch.arange(4).int()
+    data = torch.zeros(8, 16, 8, 64, dtype=torch.uint8)
+    sf = torch.zeros(8, 16, 8, 8, dtype=torch.float8_e4m3fn)
+    append = flashinfer.nvfp4_quantize_append_paged_kv_cache
+    by_slot = flashinfer.nvfp4_quantize_append_paged_kv_cache_with_slot_mapping
+    with pytest.raises(ValueError, match="^NVFP4 paged K/V cache tensors must have dtype "
+                                         "torch.uint8$"):
+        append(key, key, i32, i32, (data.float(), data), (sf, sf), indices, indptr, None, 1.0, 1.0)
+    with pytest.raises(ValueError, match="^NVFP4 scale cache tensors must have dtype "
+                                         "torch.float8_e4m3fn$"):
+        append(key, key, i32, i32, (data, data), (sf, sf.view(torch.uint8)), indices, indptr,
+               None, 1.0, 1.0)
+    with pytest.raises(ValueError, match="^k_scale must be a positive finite global decode "
+                                         "scale$"):
+        append(key, key, i32, i32, (data, data), (sf, sf), indices, indptr, None, 0.0, 1.0)
+    with pytest.raises(ValueError, match="^v_scale must be a positive finite global decode "
+                                         "scale$"):
+        append(key, key, i32, i32, (data, data), (sf, sf), indices, indptr, None, 1.0,
+               float("inf"))
+    with pytest.raises(ValueError, match="^append_key must be float16 or bfloat16, got "
+                                         "torch.float32$"):
+        append(key.float(), key, i32, i32, (data, data), (sf, sf), indices, indptr, None, 1.0,
+               1.0)
+    with pytest.raises(ValueError, match="^slot_mapping must be int32 or int64"):
+        by_slot(key, key, i32.float(), (data, data), (sf, sf), 1.0, 1.0)
+    with pytest.raises(ValueError, match="^append_key and append_value must have at least"):
+        by_slot(key[:2], key[:2], i32, (data, data), (sf, sf), 1.0, 1.0)
+    with pytest.raises(ValueError, match="^k_scale must be torch.float32, got torch.float64$"):
+        by_slot(key, key, i32, (data, data), (sf, sf), torch.ones(1, dtype=torch.float64), 1.0)
+    with pytest.raises(ValueError, match="^key is on cpu"):  # a well-formed call, on the CPU
+        by_slot(key, key, i32.long(), (data, data), (sf, sf), torch.ones(1), 0.5)
+    with pytest.raises(ValueError, match="^key is on cpu"):
+        append(key, key, i32, i32, (data, data), (sf, sf), indices, indptr, None, 1.0, 1.0,
+               kv_layout="NHD")
+
+
 SGLANG_SIGNATURES = {
     "fused_store_index_k_cache": ["key", "index_k_with_scale", "out_cache_loc", "page_size"],
     "store_fp4_index_k_cache": ["input", "cache", "loc"],

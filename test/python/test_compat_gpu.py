@@ -326,6 +326,90 @@ def test_flashinfer_padded_graph_replay_reads_no_table_for_padding(env):
         assert torch.equal(caches[0], want[0]) and torch.equal(caches[1], want[1]), real
 
 
+def nvfp4_caches(torch, dev, pages, layout, form):
+    """FlashInfer's NVFP4 caches, poisoned: (paged_kv_cache, kv_cache_sf, [k, v, k_sf, v_sf]
+    views)."""
+    shape = (pages, P, H) if layout == "NHD" else (pages, H, P)
+    if form == "5d":
+        data = torch.full((pages, 2, *shape[1:], D // 2), 0xAB, dtype=torch.uint8, device=dev)
+        sf = torch.full((pages, 2, *shape[1:], D // 16), 0xAB, dtype=torch.uint8,
+                        device=dev).view(torch.float8_e4m3fn)
+        return data, sf, [data[:, 0], data[:, 1], sf[:, 0], sf[:, 1]]
+    data = tuple(torch.full((*shape, D // 2), 0xAB, dtype=torch.uint8, device=dev)
+                 for _ in range(2))
+    sf = tuple(torch.full((*shape, D // 16), 0xAB, dtype=torch.uint8, device=dev).view(
+        torch.float8_e4m3fn) for _ in range(2))
+    return data, sf, [*data, *sf]
+
+
+def test_flashinfer_nvfp4_append_paged_kv_cache(env):
+    torch, _, dev = env
+    from cachestore.compat import flashinfer
+    pages = 64
+    for layout, form, dtype in (("NHD", "tuple", torch.bfloat16), ("HND", "5d", torch.float16)):
+        rows = [5, 1, 9, 3]
+        batch, positions, indptr, indices = page_table(torch, dev, len(rows), rows, pages)
+        nnz = sum(rows)
+        key = torch.randn(nnz, H, D, device=dev).to(dtype)
+        value = (torch.randn(nnz, H, D, device=dev) * 40).to(dtype)
+        key[3, 2, :16] = 0  # an all-zero block
+        value[4, 0, 5] = float("nan")
+        paged, sf, views = nvfp4_caches(torch, dev, pages, layout, form)
+        want = [v.clone() for v in views]
+        k_scale, v_scale = 0.002, 0.05
+        flashinfer.nvfp4_quantize_append_paged_kv_cache(
+            key, value, batch, positions, paged, sf, indices, indptr, None, k_scale, v_scale,
+            kv_layout=layout)
+        slots = torch.stack([indices[indptr[b] + p // P] * P + p % P
+                             for b, p in zip(batch.tolist(), positions.tolist())]).long()
+        lay = layout.lower()
+        ref.ref_paged_kv_nvfp4(want[0], want[2], lay, key, slots, torch.tensor([k_scale]).to(dev))
+        ref.ref_paged_kv_nvfp4(want[1], want[3], lay, value, slots, torch.tensor([v_scale]).to(dev))
+        torch.cuda.synchronize()
+        for g, w in zip(views, want):
+            assert torch.equal(g.view(torch.uint8), w.view(torch.uint8)), (layout, form)
+
+
+def test_flashinfer_nvfp4_with_slot_mapping_follows_a_changed_scale_in_a_graph(env):
+    """The slot-mapping form captured once with device scales: each replay reads the current
+    scale and count; negative slots and padded rows write nothing."""
+    torch, _, dev = env
+    from cachestore.compat import flashinfer
+    pages, rows = 16, 24
+    key = torch.zeros(rows + 4, H, D, dtype=torch.bfloat16, device=dev)  # more rows than slots
+    value = torch.zeros(rows + 4, H, D, dtype=torch.bfloat16, device=dev)
+    slots = torch.full((rows,), -1, dtype=torch.int64, device=dev)
+    k_scale = torch.ones(1, device=dev)
+    v_scale = torch.ones(1, device=dev)
+    n = torch.zeros(1, dtype=torch.int32, device=dev)
+    paged, sf, views = nvfp4_caches(torch, dev, pages, "NHD", "tuple")
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        flashinfer.nvfp4_quantize_append_paged_kv_cache_with_slot_mapping(
+            key, value, slots, paged, sf, k_scale, v_scale, num_tokens_non_padded=n)
+    want = [v.clone() for v in views]
+    for real, ks, vs in ((24, 0.01, 0.2), (7, 0.5, 0.003), (0, 1.0, 1.0), (13, 2e-4, 0.07)):
+        fresh = torch.randperm(pages * P, device=dev)[:real]
+        slots.copy_(torch.cat([fresh, torch.full((rows - real,), -1, device=dev)]))
+        if real > 2:
+            slots[1] = -1  # a negative slot on a real row: padding, skipped
+        key.normal_()
+        value.normal_()
+        key[real:] = float("nan")
+        value[real:] = float("nan")
+        k_scale.fill_(ks)
+        v_scale.fill_(vs)
+        n.fill_(real)
+        graph.replay()
+        keep = (slots[:real] >= 0).nonzero().flatten()
+        ref.ref_paged_kv_nvfp4(want[0], want[2], "nhd", key[keep], slots[keep], k_scale)
+        ref.ref_paged_kv_nvfp4(want[1], want[3], "nhd", value[keep], slots[keep], v_scale)
+        torch.cuda.synchronize()
+        for g, w in zip(views, want):
+            assert torch.equal(g.view(torch.uint8), w.view(torch.uint8)), real
+
+
 # ---- SGLang's DeepSeek stores ---------------------------------------------------------------
 def test_sglang_deepseek_index_k_stores(env):
     torch, _, dev = env

@@ -65,7 +65,7 @@ def test_layout_table_from_the_library():
     assert capi.index_k_min_page_stride(capi.INDEX_K_FP8, 64, 128) == 8448
     assert capi.index_k_min_page_stride(capi.INDEX_K_FP4, 64, 128) == 4352
     assert sorted(capi.INDEX_K_FORMATS) == ["fp4", "fp8"]
-    assert sorted(capi.KV_CACHE_TYPES) == ["auto", "fp8_e4m3", "fp8_e5m2"]
+    assert sorted(capi.KV_CACHE_TYPES) == ["auto", "fp8_e4m3", "fp8_e5m2", "nvfp4"]
     with pytest.raises(cachestore.CachestoreError, match="layout = 9"):
         capi.mla_min_page_stride(9, 64)
 
@@ -81,6 +81,7 @@ def test_library_check_without_a_store():
 def test_struct_sizes_are_the_headers():
     """The ctypes mirrors have the C structs' current sizes (c_api.cpp's ReleasedSizes end)."""
     sizes = {capi.IndexKBf16Params: 112, capi.IndexKFp8Params: 152, capi.IndexKFp4Params: 152,
-             capi.FusedStoreParams: 336, capi.PagedKvParams: 320, capi.PageTable: 32}
+             capi.FusedStoreParams: 336, capi.PagedKvParams: 384, capi.PageTable: 32,
+             capi.BlockScales: 32, capi.KvCacheTypeInfo: 40}
     for struct, size in sizes.items():
         assert ctypes.sizeof(struct) == size, struct.__name__

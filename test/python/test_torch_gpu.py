@@ -161,6 +161,32 @@ def make_cases(torch, cst, dev):
                  num_tokens_non_padded=n),
              lambda e, x, s: (ref.ref_paged_kv(e[0], "nhd", x["k"], s, head_scales[0]),
                               ref.ref_paged_kv(e[1], "nhd", x["v"], s, head_scales[1]))),
+        # NVFP4: uint8 codes [.., D / 2] and e4m3 block scales [.., D / 16] in the same layout,
+        # under device global scales (per head; per tensor).
+        Case("paged_kv_nhd_nvfp4_per_head", kv,
+             lambda: [poison(torch, dev, PAGES, P, H, D // 2) for _ in range(2)] +
+                     [poison(torch, dev, PAGES, P, H, D // 16).view(torch.float8_e4m3fn)
+                      for _ in range(2)],
+             lambda x, s, n, c: cst.store_paged_kv(
+                 x["k"], x["v"], s, c[0], c[1], k_scale=head_scales[0], v_scale=head_scales[1],
+                 num_tokens_non_padded=n, key_block_scale=c[2], value_block_scale=c[3]),
+             lambda e, x, s: (ref.ref_paged_kv_nvfp4(e[0], e[2], "nhd", x["k"], s,
+                                                     head_scales[0]),
+                              ref.ref_paged_kv_nvfp4(e[1], e[3], "nhd", x["v"], s,
+                                                     head_scales[1]))),
+        Case("paged_kv_hnd_nvfp4_fp32", {"k": ((H, D), torch.float32),
+                                         "v": ((H, D), torch.float32)},
+             lambda: [poison(torch, dev, PAGES, H, P, D // 2) for _ in range(2)] +
+                     [poison(torch, dev, PAGES, H, P, D // 16) for _ in range(2)],
+             lambda x, s, n, c: cst.store_paged_kv(
+                 x["k"], x["v"], s, c[0], c[1], layout="hnd", kv_cache_dtype="nvfp4",
+                 k_scale=head_scales[0][:1], v_scale=head_scales[1][:1], num_tokens_non_padded=n,
+                 key_block_scale=c[2], value_block_scale=c[3]),
+             lambda e, x, s: (ref.ref_paged_kv_nvfp4(e[0], e[2], "hnd", x["k"], s,
+                                                     head_scales[0][:1]),
+                              ref.ref_paged_kv_nvfp4(e[1], e[3], "hnd", x["v"], s,
+                                                     head_scales[1][:1])),
+             "int32"),
     ]
     return cases
 
@@ -170,7 +196,8 @@ CASE_NAMES = ["index_k_bf16", "index_k_fp8_amax", "index_k_fp8_pow2", "index_k_f
               "fused_v41_index_fp4", "mla_v41_fp4", "paged_kv_nhd_bf16",
               "paged_kv_hnd_fp8_e4m3_per_head", "paged_kv_nhd_fp16_e5m2_uint8",
               "paged_kv_flashinfer_stacked", "paged_kv_mla576", "paged_kv_nhd_fp32",
-              "paged_kv_paged_attention_bf16", "paged_kv_d100_fp32_e4m3"]
+              "paged_kv_paged_attention_bf16", "paged_kv_d100_fp32_e4m3",
+              "paged_kv_nhd_nvfp4_per_head", "paged_kv_hnd_nvfp4_fp32"]
 
 
 def bytes_of(t):

@@ -33,6 +33,8 @@ NOPE, ROPE = bf16(4, 448), bf16(4, 64)
 KC = bf16(10, 16, 8, 128)
 FP8 = torch.zeros(10, 16, 8, 128, dtype=torch.float8_e4m3fn)
 ONE = torch.ones(1)
+NV4 = torch.zeros(10, 16, 8, 64, dtype=torch.uint8)  # nvfp4 codes of D = 128
+NV4_SF = torch.zeros(10, 16, 8, 8, dtype=torch.float8_e4m3fn)
 
 
 def I32(n):  # noqa: N802 - a dtype-named constructor like the others
@@ -123,13 +125,13 @@ CASES = {
     "kv_16_bit": ("store_paged_kv", (K16, K16, SLOTS, KC.half(), KC.half()), {}, TypeError,
                   "an auto cache holds the input type torch.bfloat16$"),
     "kv_k_scale": ("store_paged_kv", (K16, K16, SLOTS, FP8, FP8.clone()), {}, ValueError,
-                   "^k_scale is required for an fp8 cache$"),
+                   "^k_scale is required for an fp8 or nvfp4 cache$"),
     "kv_v_scale": ("store_paged_kv", (K16, K16, SLOTS, FP8, FP8.clone()),
                    {"k_scale": ONE, "v_scale": torch.ones(3)}, ValueError,
                    r"^v_scale must hold 1 or 8 \(one per head\) float32$"),
     "kv_uint8": ("store_paged_kv", (K16, K16, SLOTS, u8(10, 16, 8, 128), u8(10, 16, 8, 128)),
                  {"k_scale": ONE, "v_scale": ONE}, ValueError,
-                 "^key_cache is uint8: pass kv_cache_dtype='fp8_e4m3' or 'fp8_e5m2'$"),
+                 "^key_cache is uint8: pass kv_cache_dtype='fp8_e4m3', 'fp8_e5m2' or 'nvfp4'$"),
     "kv_dtype_mismatch": ("store_paged_kv", (K16, K16, SLOTS, FP8, FP8.clone()),
                           {"kv_cache_dtype": "fp8_e5m2", "k_scale": ONE, "v_scale": ONE},
                           ValueError, "^kv_cache_dtype = 'fp8_e5m2' does not match "
@@ -186,6 +188,41 @@ CASES = {
                               r"^kv_indptr must hold batch \+ 1 entries"),
     "kv_table_device": ("store_paged_kv", (K16, K16, SLOTS32, KC, KC), TABLE, ValueError,
                         "^key is on cpu"),
+    "nvfp4_block_scale": ("store_paged_kv", (K16, K16, SLOTS, NV4, NV4.clone()),
+                          {"kv_cache_dtype": "nvfp4", "k_scale": ONE, "v_scale": ONE},
+                          ValueError, "^key_block_scale is required for an nvfp4 cache$"),
+    "nvfp4_global_scale": ("store_paged_kv", (K16, K16, SLOTS, NV4, NV4.clone()),
+                           {"key_block_scale": NV4_SF, "value_block_scale": NV4_SF.clone()},
+                           ValueError, "^k_scale is required for an fp8 or nvfp4 cache$"),
+    "nvfp4_cache_dtype": ("store_paged_kv", (K16, K16, SLOTS, FP8, FP8.clone()),
+                          {"k_scale": ONE, "v_scale": ONE, "key_block_scale": NV4_SF,
+                           "value_block_scale": NV4_SF.clone()}, TypeError,
+                          "^key_cache.dtype torch.float8_e4m3fn: an nvfp4 cache \\(block scales "
+                          "given\\) is uint8$"),
+    "nvfp4_cache_shape": ("store_paged_kv", (K16, K16, SLOTS, u8(10, 16, 8, 128),
+                                             u8(10, 16, 8, 128)),
+                          {"kv_cache_dtype": "nvfp4", "k_scale": ONE, "v_scale": ONE},
+                          ValueError, r"^key_cache \(10, 16, 8, 128\) does not hold key's 8 heads "
+                          r"of 128 in layout 'nhd'$"),
+    "nvfp4_block_scale_shape": ("store_paged_kv", (K16, K16, SLOTS, NV4, NV4.clone()),
+                                {"k_scale": ONE, "v_scale": ONE, "key_block_scale": NV4_SF,
+                                 "value_block_scale": u8(10, 16, 8, 16)}, ValueError,
+                                r"^value_block_scale \(10, 16, 8, 16\) must be value_cache's "
+                                r"pages with head dim / 16 = 8 e4m3 bytes"),
+    "nvfp4_head_dim": ("store_paged_kv", (bf16(4, 8, 24), None, SLOTS, u8(10, 16, 8, 12), None),
+                       {"kv_cache_dtype": "nvfp4", "k_scale": ONE}, ValueError,
+                       "^key: an nvfp4 cache needs a head dim that is a multiple of 16, got 24$"),
+    "nvfp4_paged_attention": ("store_paged_kv", (K16, None, SLOTS, u8(10, 8, 16, 16, 8), None),
+                              {"layout": "paged_attention", "kv_cache_dtype": "nvfp4",
+                               "k_scale": ONE}, ValueError,
+                              "^key_cache: an nvfp4 cache takes layout 'nhd' or 'hnd'$"),
+    "nvfp4_not_nvfp4": ("store_paged_kv", (K16, K16, SLOTS, FP8, FP8.clone()),
+                        {"kv_cache_dtype": "fp8_e4m3", "k_scale": ONE, "v_scale": ONE,
+                         "value_block_scale": NV4_SF}, TypeError,
+                        "^value_cache.dtype torch.float8_e4m3fn: an nvfp4 cache"),
+    "nvfp4_device": ("store_paged_kv", (K16, K16, SLOTS, NV4, NV4.clone()),
+                     {"k_scale": ONE, "v_scale": ONE, "key_block_scale": NV4_SF,
+                      "value_block_scale": NV4_SF.clone()}, ValueError, "^key is on cpu"),
     "fp8_table_partial": ("store_index_k_fp8", (K, SLOTS32, FP8_PAGES), {"kv_indices": I32(4)},
                           ValueError, "^positions, kv_indptr and kv_indices go together"),
     "fp8_table_device": ("store_index_k_fp8", (K, SLOTS32, FP8_PAGES), TABLE, ValueError,
@@ -261,7 +298,7 @@ def test_op_level_refusals():
     op = torch.ops.cachestore.store_paged_kv
     with pytest.raises(ValueError, match=r"^layout = 3: expected an id in \[0, 3\)$"):
         op(K16, K16, SLOTS, KC, KC, 3)
-    with pytest.raises(ValueError, match=r"^kv_cache_dtype = 7: expected an id in \[0, 3\)$"):
+    with pytest.raises(ValueError, match=r"^kv_cache_dtype = 7: expected an id in \[0, 4\)$"):
         op(K16, K16, SLOTS, KC, KC, 0, 7)
     with pytest.raises(ValueError, match=r"^layout = 4: expected an id in \[0, 4\)$"):
         torch.ops.cachestore.fused_store_cache(NOPE, ROPE, SLOTS, V4_PAGES, 4)

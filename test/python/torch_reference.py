@@ -157,3 +157,36 @@ def ref_paged_kv(cache, layout, x, slots, scale=None, is_key=True):
         cache[page, :, :, off, :] = vals.reshape(m, h, d // cache.shape[4], cache.shape[4])
     else:
         cache[page, :, :, off] = vals
+
+
+def nvfp4_records(x, g):
+    """FlashInfer's NVFP4 blocks of x [m, H, D] under global decode scales g (1 or H values):
+    (codes [m, H, D / 2] uint8, block scales [m, H, D / 16] uint8). Per 16 values amax (NaN
+    ignored), sf = e4m3(amax / (6 g)) (IEEE division; 0 unless amax, g > 0), out = 1 / (sf g)
+    (0 unless sf > 0 too), codes e2m1(x * out) ties to even, a NaN product giving 0."""
+    m, h, d = x.shape
+    b = x.float().reshape(m, h, d // 16, 16)
+    amax = torch.where(b.isnan(), torch.zeros_like(b), b.abs()).amax(-1)
+    g = g.float().view(1, -1, 1).expand(m, h, d // 16)
+    scaled = (amax > 0) & (g > 0)
+    sf_byte = e4m3_bytes(torch.where(scaled, true_div(amax, 6 * g), torch.zeros_like(amax)))
+    sf = sf_byte.view(torch.float8_e4m3fn).float()
+    out = torch.where(scaled & (sf > 0), true_div(torch.ones_like(sf), sf * g),
+                      torch.zeros_like(sf))
+    q = b * out.unsqueeze(-1)
+    codes = torch.where(q.isnan(), torch.zeros_like(q, dtype=torch.uint8), e2m1_codes(q))
+    return pack_nibbles(codes.reshape(m, h, d)), sf_byte
+
+
+def ref_paged_kv_nvfp4(cache, block_scales, layout, x, slots, g):
+    """x [m, H, D] into an nvfp4 cache (uint8 [pages, P, H, D / 2] NHD or [pages, H, P, D / 2]
+    HND) and its block scales (the same with D / 16)."""
+    codes, sf = nvfp4_records(x, g)
+    page_size = cache.shape[1] if layout == "nhd" else cache.shape[2]
+    page, off = slots // page_size, slots % page_size
+    for dst, vals in ((cache, codes), (block_scales, sf)):
+        vals = vals.view(dst.dtype)
+        if layout == "nhd":
+            dst[page, off] = vals
+        else:
+            dst.permute(0, 2, 1, 3)[page, off] = vals

@@ -227,11 +227,10 @@ void quantize_nvfp4_block(const float* x, float g, uint8_t* packed, uint8_t* sca
   const float out = scaled && sf > 0.0f ? 1.0f / (sf * g) : 0.0f;
   uint8_t codes[16];
   for (int i = 0; i < 16; ++i) {
-    // A NaN product (a NaN input, or an Inf under a zero out) takes the input's sign, whatever
-    // the host's NaN arithmetic does with signs.
+    // A NaN product (a NaN input, or an Inf under a zero out) gives 0: no threshold passes, and
+    // the device's NaN products carry no sign.
     const float v = x[i] * out;
-    codes[i] = std::isnan(v) ? static_cast<uint8_t>(std::signbit(x[i]) ? 0x8 : 0x0)
-                             : e2m1_from_float(v, true);
+    codes[i] = std::isnan(v) ? 0 : e2m1_from_float(v, true);
   }
   for (int i = 0; i < 8; ++i) packed[i] = static_cast<uint8_t>(codes[2 * i] | (codes[2 * i + 1] << 4));
 }
@@ -319,24 +318,39 @@ void store_kv_side(const PagedKvParams& p, const KvInput& in, const KvCacheView&
   for (int32_t h = 0; h < p.num_heads; ++h) {
     const uint8_t* src = static_cast<const uint8_t*>(in.data) +
                          in_bytes * (row * in.token_stride + h * in.head_stride);
+    const auto value = [&](int32_t d) {
+      float x;
+      if (p.input_type == KvDataType::kFp32) {
+        std::memcpy(&x, src + 4 * d, 4);
+        return x;
+      }
+      uint16_t bits;
+      std::memcpy(&bits, src + 2 * d, 2);
+      return p.input_type == KvDataType::kBf16 ? bf16_bits_to_float(bits)
+                                               : fp16_bits_to_float(bits);
+    };
     const int64_t base = layout::kv_element_offset({c.page_stride, c.entry_stride, c.head_stride},
                                                    page, in_page, h, 0);
+    if (p.cache_type == KvCacheType::kNvfp4) {  // 16-value blocks: 8 code bytes, 1 scale byte
+      const int64_t scale_base = layout::kv_element_offset(
+          {c.block_scale_page_stride, c.block_scale_entry_stride, c.block_scale_head_stride},
+          page, in_page, h, 0);
+      for (int32_t b = 0; b < in.head_dim / 16; ++b) {
+        float x[16];
+        for (int32_t i = 0; i < 16; ++i) x[i] = value(16 * b + i);
+        quantize_nvfp4_block(x, c.scale[h * c.scale_stride],
+                             static_cast<uint8_t*>(c.data) + base + 8 * b,
+                             static_cast<uint8_t*>(c.block_scales) + scale_base + b);
+      }
+      continue;
+    }
     for (int32_t d = 0; d < in.head_dim; ++d) {
       const int64_t at = base + layout::kv_dim_offset(dim, d);
       if (p.cache_type == KvCacheType::kAuto) {
         std::memcpy(static_cast<uint8_t*>(c.data) + in_bytes * at, src + in_bytes * d, in_bytes);
         continue;
       }
-      float x;
-      if (p.input_type == KvDataType::kFp32) {
-        std::memcpy(&x, src + 4 * d, 4);
-      } else {
-        uint16_t bits;
-        std::memcpy(&bits, src + 2 * d, 2);
-        x = p.input_type == KvDataType::kBf16 ? bf16_bits_to_float(bits)
-                                              : fp16_bits_to_float(bits);
-      }
-      const float q = x / c.scale[h * c.scale_stride];
+      const float q = value(d) / c.scale[h * c.scale_stride];
       static_cast<uint8_t*>(c.data)[at] =
           p.cache_type == KvCacheType::kFp8E4m3 ? e4m3_from_float(q) : e5m2_from_float(q);
     }

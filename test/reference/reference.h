@@ -31,7 +31,7 @@ void quantize_v41_fp4_row(const uint16_t* nope, const uint16_t* rope, uint8_t* d
 // nvfp4_quantize_append_paged_kv_cache): amax over the values (NaN ignored), the e4m3 scale byte
 // of amax / (6 g) (IEEE division, round to nearest even, saturating), out = 1 / (sf g) (0 when
 // amax, sf or g is not > 0), and 8 bytes of e2m1 codes of x * out, the even value in the low
-// nibble: ties to even, saturating at 6, the sign bit kept, a NaN giving 0 with the input's sign.
+// nibble: ties to even, saturating at 6, the sign bit kept, a NaN product giving 0.
 void quantize_nvfp4_block(const float* x, float g, uint8_t* packed, uint8_t* scale_byte);
 // One token of the 68-byte fp4 indexer layout: D/2 e2m1 bytes and D/32 UE8M0 bytes.
 void quantize_index_k_fp4_row(const uint16_t* k, int32_t head_dim, Fp4Ties ties, uint8_t* data,

@@ -10,7 +10,16 @@
   `pos % P`, with `b = batch_indices[i]` and `pos = positions[i]`;
 - `append_paged_mla_kv_cache(append_ckv, append_kpe, batch_indices, positions, ckv_cache,
   kpe_cache, kv_indices, kv_indptr, kv_last_page_len)`: the MLA caches `[pages, P, 512]` and
-  `[pages, P, 64]` (either may be None).
+  `[pages, P, 64]` (either may be None);
+- `nvfp4_quantize_append_paged_kv_cache(append_key, append_value, batch_indices, positions,
+  paged_kv_cache, kv_cache_sf, kv_indices, kv_indptr, kv_last_page_len, k_scale, v_scale,
+  kv_layout="NHD")` and `nvfp4_quantize_append_paged_kv_cache_with_slot_mapping(append_key,
+  append_value, slot_mapping, paged_kv_cache, kv_cache_sf, k_scale, v_scale, kv_layout="NHD")`:
+  NVFP4 caches (uint8 codes `[.., D / 2]`, float8_e4m3fn block scales `[.., D / 16]`, tuple or
+  5-D forms). `k_scale` / `v_scale`, the global decode scales, may be floats (checked positive
+  finite, as FlashInfer does; copied to the device, so not while a graph is captured) or float32
+  CUDA tensors of one value, read by the kernel at run time, so that a captured graph follows a
+  changed scale (FlashInfer's page-table form takes floats only and freezes them in a graph).
 
 The page table is read on the device in the store's own launch (no slot-mapping kernel). The
 indices may be int32 or int64, as FlashInfer casts them (an int64 index tensor costs a cast).
@@ -23,8 +32,11 @@ its request's pages, or whose page id is negative or past the cache is skipped a
 (`num_tokens_non_padded=`) reads no part of kv_indptr or kv_indices, where FlashInfer's append
 reads `kv_indptr[-1]` for it.
 """
+import math
+
 import torch
 
+from .. import capi as _capi
 from ..torch import _store, ops as _ops
 
 _store_paged_kv = _ops.store_paged_kv.default
@@ -96,4 +108,86 @@ def append_paged_mla_kv_cache(append_ckv, append_kpe, batch_indices, positions, 
             0, num_tokens_non_padded, diagnostics, enable_pdl)
 
 
-__all__ = ["append_paged_kv_cache", "append_paged_mla_kv_cache"]
+def _global_scale(name, value, device):
+    """A global decode scale as the float32 device tensor the kernel reads."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype != torch.float32:
+            raise ValueError(f"{name} must be torch.float32, got {value.dtype}")
+        if value.numel() != 1:
+            raise ValueError(f"{name} must have exactly one element, got {value.numel()}")
+        return value.reshape(1).to(device=device)
+    scalar = float(value)
+    if not math.isfinite(scalar) or scalar <= 0.0:
+        raise ValueError(f"{name} must be a positive finite global decode scale")
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        raise ValueError(f"{name} must be a float32 CUDA tensor during CUDA graph capture (a "
+                         f"float would be frozen into the graph)")
+    return torch.tensor([scalar], dtype=torch.float32, device=device)
+
+
+def _nvfp4_caches(paged_kv_cache, kv_cache_sf):
+    k_cache, v_cache = _unpack(paged_kv_cache)
+    k_sf, v_sf = _unpack(kv_cache_sf)
+    if k_cache.dtype != torch.uint8 or v_cache.dtype != torch.uint8:
+        raise ValueError("NVFP4 paged K/V cache tensors must have dtype torch.uint8")
+    if k_sf.dtype != torch.float8_e4m3fn or v_sf.dtype != torch.float8_e4m3fn:
+        raise ValueError("NVFP4 scale cache tensors must have dtype torch.float8_e4m3fn")
+    return k_cache, v_cache, k_sf, v_sf
+
+
+def _store_nvfp4(key, value, slots, caches, k_scale, v_scale, layout, positions, kv_indptr,
+                 kv_indices, num_tokens_non_padded, diagnostics, enable_pdl):
+    k_cache, v_cache, k_sf, v_sf = caches
+    if key.dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError(f"append_key must be float16 or bfloat16, got {key.dtype}")
+    if value.dtype != key.dtype:
+        raise ValueError(f"append_key and append_value must have the same dtype, got "
+                         f"{key.dtype} and {value.dtype}")
+    k_scale = _global_scale("k_scale", k_scale, key.device)
+    v_scale = _global_scale("v_scale", v_scale, key.device)
+    try:
+        _store_paged_kv(key, value, slots, k_cache, v_cache, layout, _capi.KV_CACHE_NVFP4,
+                        k_scale, v_scale, num_tokens_non_padded, -1, 0, 1, diagnostics,
+                        enable_pdl, positions, kv_indptr, kv_indices, k_sf, v_sf)
+    except (ValueError, RuntimeError) as e:
+        _store.reraise(e)
+
+
+def nvfp4_quantize_append_paged_kv_cache(append_key, append_value, batch_indices, positions,
+                                         paged_kv_cache, kv_cache_sf, kv_indices, kv_indptr,
+                                         kv_last_page_len, k_scale, v_scale, kv_layout="NHD", *,
+                                         num_tokens_non_padded=None, diagnostics=None,
+                                         enable_pdl=False):
+    """FlashInfer `nvfp4_quantize_append_paged_kv_cache`: K/V rows quantized to NVFP4 into the
+    pages of their requests (the page table read in the store's launch)."""
+    del kv_last_page_len  # not read by the append (FlashInfer's neither)
+    layout = _layout(kv_layout)
+    caches = _nvfp4_caches(paged_kv_cache, kv_cache_sf)
+    _store_nvfp4(append_key, append_value, _int32(batch_indices), caches, k_scale, v_scale,
+                 layout, _int32(positions), _int32(kv_indptr), _int32(kv_indices),
+                 num_tokens_non_padded, diagnostics, enable_pdl)
+
+
+def nvfp4_quantize_append_paged_kv_cache_with_slot_mapping(append_key, append_value,
+                                                           slot_mapping, paged_kv_cache,
+                                                           kv_cache_sf, k_scale, v_scale,
+                                                           kv_layout="NHD", *,
+                                                           num_tokens_non_padded=None,
+                                                           diagnostics=None, enable_pdl=False):
+    """FlashInfer `nvfp4_quantize_append_paged_kv_cache_with_slot_mapping`: the first
+    slot_mapping.shape[0] rows into flat slots (page * P + entry); negative slots are padding."""
+    layout = _layout(kv_layout)
+    if slot_mapping.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"slot_mapping must be int32 or int64, got {slot_mapping.dtype}")
+    nnz = slot_mapping.shape[0]
+    if append_key.shape[0] < nnz or append_value.shape[0] < nnz:
+        raise ValueError("append_key and append_value must have at least slot_mapping.shape[0] "
+                         "rows")
+    caches = _nvfp4_caches(paged_kv_cache, kv_cache_sf)
+    _store_nvfp4(append_key[:nnz], append_value[:nnz], slot_mapping, caches, k_scale, v_scale,
+                 layout, None, None, None, num_tokens_non_padded, diagnostics, enable_pdl)
+
+
+__all__ = ["append_paged_kv_cache", "append_paged_mla_kv_cache",
+           "nvfp4_quantize_append_paged_kv_cache",
+           "nvfp4_quantize_append_paged_kv_cache_with_slot_mapping"]

@@ -20,8 +20,12 @@ _AUTO_DTYPES = tuple(_INPUT_TYPES)
 _LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
 
 
-def _side_cache_type(a, cache_name, cache, x_name, x):
-    """The cache type a side's cache tensor holds (checked against kv_cache_dtype)."""
+def _side_cache_type(a, cache_name, cache, x_name, x, block_scales):
+    """The cache type a side's cache tensor holds (checked against kv_cache_dtype); uint8 with
+    block scales: nvfp4."""
+    if block_scales and cache.dtype != torch.uint8:
+        raise TypeError(f"{cache_name}.dtype {cache.dtype}: an nvfp4 cache (block scales given) "
+                        f"is uint8")
     if cache.dtype in _AUTO_DTYPES:
         if cache.dtype != x.dtype:
             raise TypeError(f"{cache_name}.dtype {cache.dtype}: an auto cache holds the input "
@@ -29,11 +33,14 @@ def _side_cache_type(a, cache_name, cache, x_name, x):
         side = c.KV_CACHE_AUTO
     elif cache.dtype in _FP8_DTYPES:
         side = _FP8_DTYPES[cache.dtype]
+    elif block_scales:
+        side = c.KV_CACHE_NVFP4
     else:
-        if a.kv_cache_dtype not in (c.KV_CACHE_FP8_E4M3, c.KV_CACHE_FP8_E5M2):
+        if a.kv_cache_dtype not in (c.KV_CACHE_FP8_E4M3, c.KV_CACHE_FP8_E5M2, c.KV_CACHE_NVFP4):
             raise ValueError(f"{cache_name} is uint8: pass kv_cache_dtype="
-                             f"{_CACHE_TYPE_NAMES[c.KV_CACHE_FP8_E4M3]!r} or "
-                             f"{_CACHE_TYPE_NAMES[c.KV_CACHE_FP8_E5M2]!r}")
+                             f"{_CACHE_TYPE_NAMES[c.KV_CACHE_FP8_E4M3]!r}, "
+                             f"{_CACHE_TYPE_NAMES[c.KV_CACHE_FP8_E5M2]!r} or "
+                             f"{_CACHE_TYPE_NAMES[c.KV_CACHE_NVFP4]!r}")
         side = a.kv_cache_dtype
     if a.kv_cache_dtype not in (None, c.KV_CACHE_AUTO) and side != a.kv_cache_dtype:
         raise ValueError(f"kv_cache_dtype = {_CACHE_TYPE_NAMES[a.kv_cache_dtype]!r} does not "
@@ -61,13 +68,17 @@ def _prepare(a):
     k_.check_id("layout", a.layout, len(LAYOUTS))
     if a.kv_cache_dtype is not None:
         k_.check_id("kv_cache_dtype", a.kv_cache_dtype, len(CACHE_TYPES))
-    sides = [("key", a.key, "key_cache", a.key_cache, "k_scale", a.k_scale)]
+    sides = [("key", a.key, "key_cache", a.key_cache, "k_scale", a.k_scale, "key_block_scale",
+              a.key_block_scale)]
     if a.value is not None:
-        sides.append(("value", a.value, "value_cache", a.value_cache, "v_scale", a.v_scale))
+        sides.append(("value", a.value, "value_cache", a.value_cache, "v_scale", a.v_scale,
+                      "value_block_scale", a.value_block_scale))
     elif a.value_cache is not None:
         raise ValueError("value_cache given without value")
+    elif a.value_block_scale is not None:
+        raise ValueError("value_block_scale given without value")
     cache_type = None
-    for x_name, x, cache_name, cache, scale_name, scale in sides:
+    for x_name, x, cache_name, cache, scale_name, scale, bs_name, bs in sides:
         k_.check_tensor(x_name, x, _AUTO_DTYPES, (2, 3))
         if x.dtype != a.key.dtype:
             raise TypeError(f"{x_name}.dtype {x.dtype} differs from key.dtype {a.key.dtype}")
@@ -80,7 +91,16 @@ def _prepare(a):
         k_.check_tensor(cache_name, cache, (*_AUTO_DTYPES, torch.uint8, torch.float8_e4m3fn,
                                             torch.float8_e5m2), (3, 4, 5))
         heads = x.shape[1] if x.dim() == 3 else 1
-        want, got = (heads, x.shape[-1]), _heads_and_dim(cache, a.layout, x_name == "key")
+        side = _side_cache_type(a, cache_name, cache, x_name, x, bs is not None)
+        # nvfp4: the cache holds D / 2 bytes an entry (two codes a byte).
+        per = 2 if side == c.KV_CACHE_NVFP4 else 1
+        if per == 2 and a.layout == _PAGED_ATTENTION:
+            raise ValueError(f"{cache_name}: an nvfp4 cache takes layout 'nhd' or 'hnd'")
+        if per == 2 and x.shape[-1] % 16 != 0:
+            raise ValueError(f"{x_name}: an nvfp4 cache needs a head dim that is a multiple of "
+                             f"16, got {x.shape[-1]}")
+        got = _heads_and_dim(cache, a.layout, x_name == "key")
+        want, got = (heads, x.shape[-1]), None if got is None else (got[0], got[1] * per)
         if cache.dim() == 3 and heads != 1:
             raise ValueError(f"{cache_name} is [pages, P, D] (one head) but {x_name} has "
                              f"{heads} heads")
@@ -90,13 +110,25 @@ def _prepare(a):
                              f"{_LAYOUT_NAMES[a.layout]!r}")
         if (cache.dim() == 3 or a.layout != _PAGED_ATTENTION) and cache.stride(-1) != 1:
             raise ValueError(f"{cache_name}: the last dimension must be contiguous")
-        side = _side_cache_type(a, cache_name, cache, x_name, x)
+        if per == 2:
+            if bs is None:
+                raise ValueError(f"{bs_name} is required for an nvfp4 cache")
+            k_.check_tensor(bs_name, bs, (torch.uint8, torch.float8_e4m3fn), (3, 4))
+            bs_hd = _heads_and_dim(bs, a.layout, x_name == "key")
+            entry = 1 if a.layout == _NHD else 2
+            if (bs.dim() != cache.dim() or bs.shape[0] != cache.shape[0] or bs_hd is None or
+                    bs_hd[0] != heads or bs_hd[1] * 16 != x.shape[-1] or bs.stride(-1) != 1 or
+                    (bs.dim() == 4 and bs.shape[entry] != cache.shape[entry]) or
+                    (bs.dim() == 3 and bs.shape[1] != cache.shape[1])):
+                raise ValueError(f"{bs_name} {tuple(bs.shape)} must be {cache_name}'s pages "
+                                 f"with head dim / 16 = {x.shape[-1] // 16} e4m3 bytes, the last "
+                                 f"dimension contiguous")
         if cache_type is not None and side != cache_type:
             raise TypeError("key_cache and value_cache must have the same cache type")
         cache_type = side
         if _SCALED[side]:
             if scale is None:
-                raise ValueError(f"{scale_name} is required for an fp8 cache")
+                raise ValueError(f"{scale_name} is required for an fp8 or nvfp4 cache")
             k_.check_tensor(scale_name, scale, (torch.float32,), (0, 1))
             if scale.numel() not in (1, heads) or not scale.is_contiguous():
                 raise ValueError(f"{scale_name} must hold 1 or {heads} (one per head) float32")
@@ -108,6 +140,8 @@ def _prepare(a):
                    ("kv_indices", a.kv_indices),
                    ("key_cache", a.key_cache), ("value_cache", a.value_cache),
                    ("k_scale", a.k_scale), ("v_scale", a.v_scale),
+                   ("key_block_scale", a.key_block_scale),
+                   ("value_block_scale", a.value_block_scale),
                    ("num_tokens_non_padded", a.num_tokens_non_padded),
                    ("diagnostics", a.diagnostics))
     a.kv_cache_dtype = cache_type
@@ -139,6 +173,19 @@ def _side(x, cache, layout, scale, is_key):
     return side, dim
 
 
+def _block_scales(bs, layout):
+    """An nvfp4 side's block-scale view: its tensor's strides in the cache's layout (bytes)."""
+    out = c.BlockScales()
+    out.data, out.page_stride = bs.data_ptr(), bs.stride(0)
+    if bs.dim() == 3:
+        out.entry_stride, out.head_stride = bs.stride(1), bs.shape[-1]
+    elif layout == _NHD:
+        out.entry_stride, out.head_stride = bs.stride(1), bs.stride(2)
+    else:
+        out.entry_stride, out.head_stride = bs.stride(2), bs.stride(1)
+    return out
+
+
 def _build(a):
     p = c.PagedKvParams()
     k_.batch_fields(p, a.key.shape[0], a)
@@ -157,6 +204,10 @@ def _build(a):
     if a.value is not None:
         p.v, (p.v_chunk, p.v_chunk_stride, p.v_dim_stride) = _side(
             a.value, a.value_cache, a.layout, a.v_scale, False)
+    if a.key_block_scale is not None:
+        p.k_block_scales = _block_scales(a.key_block_scale, a.layout)
+    if a.value_block_scale is not None:
+        p.v_block_scales = _block_scales(a.value_block_scale, a.layout)
     return c.store_paged_kv, p, a.key
 
 
@@ -169,7 +220,9 @@ STORES = [
            Arg("kv_cache_dtype", "int?", None, choices=CACHE_TYPES, keyword=True),
            Arg("k_scale", "Tensor?", None, keyword=True),
            Arg("v_scale", "Tensor?", None, keyword=True),
-           *batch_options()],
+           *batch_options(),
+           Arg("key_block_scale", "Tensor?", None, mutated=True, keyword=True),
+           Arg("value_block_scale", "Tensor?", None, mutated=True, keyword=True)],
           _prepare, _build,
           doc="K/V [T, H, D] (or [T, D], one head) bf16 / fp16 / fp32, any D, into paged "
               "caches: NHD [pages, P, H, D], HND [pages, H, P, D] or vLLM's paged attention (K "
@@ -180,5 +233,9 @@ STORES = [
               "fp8(x / scale) with k_scale / v_scale float32 tensors of 1 or H values. value "
               "None: K only. positions, kv_indptr, kv_indices (int32): the page-table slot "
               "source, FlashInfer's form; slot_mapping then holds the int32 batch indices and "
-              "row i goes to kv_indices[kv_indptr[b] + pos // P] * P + pos % P."),
+              "row i goes to kv_indices[kv_indptr[b] + pos // P] * P + pos % P. nvfp4 "
+              "(kv_cache_dtype 'nvfp4', or uint8 caches with key_block_scale / "
+              "value_block_scale): caches of D / 2 bytes an entry (two e2m1 codes a byte), "
+              "block scales uint8 / float8_e4m3fn of D / 16 an entry in the same layout, and "
+              "k_scale / v_scale the global decode scales."),
 ]

@@ -5,12 +5,14 @@
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp4.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstring>
 #include <type_traits>
 
 #include "cachestore/layout.h"
+#include "detail/scale_rules.h"
 #include "kernels/core/native_cvt.cuh"
 
 namespace cachestore::kernels {
@@ -22,14 +24,15 @@ namespace cachestore::kernels {
 // |y| passes; a tie (|y| on a midpoint) goes to the even code (the midpoints above the odd codes
 // 1, 3, 5: 0.75, 1.75, 3.5 count when reached) or toward zero (no midpoint counts when only
 // reached). Branch-free; checked against the reference for all 2^32 inputs (gpu_conversion_test).
-__host__ __device__ __forceinline__ uint32_t e2m1_code_software(float y, Fp4Ties ties) {
+__host__ __device__ __forceinline__ uint32_t e2m1_code_software(float y, Fp4Ties ties,
+                                                              uint32_t nan_code = 0x7u) {
   const float a = fabsf(y);
   uint32_t code = (a > 0.25f) + (a > 1.25f) + (a > 2.5f) + (a > 5.0f);
   code += ties == Fp4Ties::kToEven ? (a >= 0.75f) + (a >= 1.75f) + (a >= 3.5f)
                                     : (a > 0.75f) + (a > 1.75f) + (a > 3.5f);
   uint32_t bits;
   memcpy(&bits, &y, sizeof bits);
-  return a != a ? 0x7u : code | ((bits >> 28) & 0x8u);
+  return a != a ? nan_code : code | ((bits >> 28) & 0x8u);
 }
 
 // Two codes in one byte, `lo` in the low nibble. Ties to even on the native images: the
@@ -119,6 +122,49 @@ __device__ __forceinline__ bool any_bf16_nan_or_inf(const uint32_t* w) {
 #pragma unroll
   for (int j = 0; j < kWords; ++j) hit |= ((w[j] & 0x7fff7fffu) + 0x00800080u) & 0x80008000u;
   return hit != 0;
+}
+
+// NVFP4's two codes of products y = x * out in one byte, `lo` low: ties to even, saturating at 6,
+// the sign kept on a zero magnitude, and 0 for a NaN (FlashInfer's encoder: a NaN passes no
+// threshold, and the device's NaN products carry no sign). The instruction's NaN code is 0x7:
+// cleared by a select.
+__device__ __forceinline__ uint32_t nvfp4_e2m1x2(float lo, float hi) {
+#if CACHESTORE_NATIVE_SHORT_CVT
+  const uint32_t pair =
+      __nv_cvt_float2_to_fp4x2(make_float2(lo, hi), __NV_E2M1, cudaRoundNearest);
+  return pair & (lo != lo ? 0xf0u : 0xffu) & (hi != hi ? 0x0fu : 0xffu);
+#else
+  return e2m1_code_software(lo, Fp4Ties::kToEven, 0u) |
+         (e2m1_code_software(hi, Fp4Ties::kToEven, 0u) << 4);
+#endif
+}
+
+// One NVFP4 block: 16 values of a (token, head) under the global decode scale g
+// (docs/layouts.md): amax (NaN ignored), the e4m3 block scale of amax / (6 g) by IEEE division
+// (0 unless amax and g are > 0), out = 1 / (sf g) correctly rounded with sf the decoded scale (0
+// unless sf > 0 too), and the e2m1 codes of x * out in memory order.
+struct Nvfp4Block {
+  uint2 codes;
+  uint8_t scale;
+};
+__device__ __forceinline__ Nvfp4Block nvfp4_block(const float (&v)[16], float g) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) amax = detail::amax_fold(amax, v[i]);
+  const bool scaled = amax > 0.0f && g > 0.0f;
+  const uint8_t scale = static_cast<uint8_t>(__nv_cvt_float_to_fp8(
+      scaled ? __fdiv_rn(amax, 6.0f * g) : 0.0f, __NV_SATFINITE, __NV_E4M3));
+  const float sf = detail::e4m3_scale_to_float(scale);
+  const float out = scaled && sf > 0.0f ? __frcp_rn(sf * g) : 0.0f;
+  uint32_t w[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    w[i] = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      w[i] |= nvfp4_e2m1x2(v[8 * i + 2 * j] * out, v[8 * i + 2 * j + 1] * out) << (8 * j);
+  }
+  return {make_uint2(w[0], w[1]), scale};
 }
 
 // Clears the sign of every nibble whose magnitude is 0 (0x8 -> 0x0): the fp4 indexer's rule.
