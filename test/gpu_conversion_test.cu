@@ -16,8 +16,10 @@
 #include "detail/scale_rules.h"
 #include "gpu_support.cuh"
 #include "kernels/core/bf16_values.cuh"
+#include "kernels/core/fp4.cuh"
 #include "kernels/core/ue8m0.cuh"
 #include "reference/conversions.h"
+#include "reference/reference.h"
 
 namespace cachestore::test {
 namespace {
@@ -321,6 +323,68 @@ TEST_F(GpuTest, E2m1EncoderMatchesReferenceForEveryBf16AndScale) {
                          << m.first_inputs([](char* buf, size_t n, uint32_t v) {
                               std::snprintf(buf, n, " c=%u,x=%04x", v >> 16, v & 0xffff);
                             });
+}
+
+// NVFP4 blocks (kernels::nvfp4_block) against the host reference: random blocks of every
+// magnitude under random global scales, with NaN, +-Inf, signed zeros, all-zero blocks and
+// blocks whose scale is an e4m3 subnormal or rounds to 0. Beside them, the fact behind the NaN
+// rule: FlashInfer's encoder takes the sign of x * out, and a NaN product on the device has no
+// sign, so a negative NaN input is stored as +0 there too.
+__global__ void nvfp4_block_kernel(const float* x, const float* g, uint8_t* out, int blocks,
+                                   const float* probe, uint32_t* nan_product_signs) {
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b == 0) {  // probe (from memory, so nothing folds): -NaN, 0.5, 0, -Inf
+    *nan_product_signs = (signbit(probe[0] * probe[1]) ? 1u : 0u) |
+                         (signbit(probe[0] * probe[2]) ? 2u : 0u) |
+                         (signbit(probe[3] * probe[2]) ? 4u : 0u);
+  }
+  if (b >= blocks) return;
+  float v[16];
+  for (int i = 0; i < 16; ++i) v[i] = x[16 * b + i];
+  const kernels::Nvfp4Block q = kernels::nvfp4_block(v, g[b]);
+  memcpy(out + 9 * b, &q.codes, 8);
+  out[9 * b + 8] = q.scale;
+}
+
+TEST_F(GpuTest, Nvfp4BlocksMatchReferenceWithSpecialValues) {
+  constexpr int kBlocks = 1 << 16;
+  std::vector<float> x(16 * kBlocks), g(kBlocks);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  const float specials[6] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f};
+  for (int b = 0; b < kBlocks; ++b) {
+    const int e = static_cast<int>(rng_() % 60) - 30;  // block magnitudes 2^-30 .. 2^29
+    for (int i = 0; i < 16; ++i)
+      x[16 * b + i] = std::ldexp(unit(rng_) * 2.0f - 1.0f, e + static_cast<int>(rng_() % 4));
+    if (b % 7 == 1) x[16 * b + rng_() % 16] = specials[rng_() % 6];
+    if (b % 53 == 2)
+      for (int i = 0; i < 16; ++i) x[16 * b + i] = (i % 3 == 0) ? -0.0f : 0.0f;
+    g[b] = b % 97 == 3 ? (b % 2 ? 0.0f : -1.0f) : std::ldexp(1.0f + unit(rng_), -14 + static_cast<int>(rng_() % 18));
+  }
+  thrust::device_vector<float> dx(x.begin(), x.end()), dg(g.begin(), g.end());
+  thrust::device_vector<uint8_t> out(9 * kBlocks, 0xAB);
+  thrust::device_vector<uint32_t> signs(1, 0xffffffffu);
+  const std::vector<float> probe_host = {-NAN, 0.5f, 0.0f, -INFINITY};
+  thrust::device_vector<float> probe(probe_host.begin(), probe_host.end());
+  nvfp4_block_kernel<<<kBlocks / 256, 256>>>(thrust::raw_pointer_cast(dx.data()),
+                                             thrust::raw_pointer_cast(dg.data()),
+                                             thrust::raw_pointer_cast(out.data()), kBlocks,
+                                             thrust::raw_pointer_cast(probe.data()),
+                                             thrust::raw_pointer_cast(signs.data()));
+  CUDA_ASSERT(cudaGetLastError());
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const std::vector<uint8_t> got(out.begin(), out.end());
+  int mismatches = 0;
+  for (int b = 0; b < kBlocks; ++b) {
+    uint8_t want[9];
+    reference::quantize_nvfp4_block(&x[16 * b], g[b], want, want + 8);
+    if (std::memcmp(want, &got[9 * b], 9) != 0 && ++mismatches <= 5)
+      ADD_FAILURE() << "block " << b << " (g = " << g[b] << "): scale " << int(got[9 * b + 8])
+                    << " vs reference " << int(want[8]);
+  }
+  EXPECT_EQ(mismatches, 0);
+  const uint32_t nan_signs = signs[0];
+  EXPECT_EQ(nan_signs, 0u) << "a NaN product on this device kept a sign bit (bits " << nan_signs
+                           << "): FlashInfer's encoder would store such a NaN as -0 (0x8)";
 }
 
 }  // namespace
