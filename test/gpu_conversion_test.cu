@@ -51,8 +51,10 @@ struct Mismatches {
 //    (detail::v4_scale_byte, v32_pow2_scale_byte: the sm_90 image's path, kernels::pow2_scale_byte).
 //  - the kernels' UE8M0 round-up of a scale (kernels::ue8m0_round_up: from the bits on sm_90),
 //    over its domain [FLT_MIN, +Inf]: each pattern x is mapped to max(|x|, FLT_MIN).
+//  - NVFP4's code of a product from its bits (kernels::nvfp4_code_of_product, the sm_90 path):
+//    e2m1 ties to even with a NaN giving 0.
 enum class Conversion { kE4m3, kUe8m0, kE2m1Even, kE2m1TowardZero, kE2m1CudaFp4, kV41Scale,
-                        kUe8m0Scale, kV4Scale, kV32Pow2Scale };
+                        kUe8m0Scale, kV4Scale, kV32Pow2Scale, kNvfp4Code };
 const char* conversion_name(Conversion c) {
   switch (c) {
     case Conversion::kE4m3: return "E4m3";
@@ -64,6 +66,7 @@ const char* conversion_name(Conversion c) {
     case Conversion::kUe8m0Scale: return "Ue8m0OfScale";
     case Conversion::kV4Scale: return "V4ScaleByte";
     case Conversion::kV32Pow2Scale: return "V32Pow2ScaleByte";
+    case Conversion::kNvfp4Code: return "Nvfp4CodeOfProduct";
   }
   return "?";
 }
@@ -90,6 +93,7 @@ __device__ __forceinline__ uint8_t device_conversion(Conversion which, float x) 
     case Conversion::kUe8m0Scale: return kernels::ue8m0_round_up(scale_domain(x));
     case Conversion::kV4Scale: return isnan(x) ? 0 : detail::v4_scale_byte(fabsf(x));
     case Conversion::kV32Pow2Scale: return isnan(x) ? 0 : detail::v32_pow2_scale_byte(fabsf(x));
+    case Conversion::kNvfp4Code: return kernels::nvfp4_code_of_product(x);
   }
   return 0;
 }
@@ -106,6 +110,7 @@ __host__ __device__ inline uint8_t reference_conversion(Conversion which, float 
     case Conversion::kV4Scale: return x != x ? 0 : reference::v4_scale_byte_formula(fabsf(x));
     case Conversion::kV32Pow2Scale:
       return x != x ? 0 : reference::v32_pow2_scale_byte_formula(fabsf(x));
+    case Conversion::kNvfp4Code: return x != x ? 0 : reference::e2m1_from_float(x, true);
   }
   return 0;
 }
@@ -136,7 +141,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, ConversionTest,
                                            Conversion::kE2m1Even, Conversion::kE2m1TowardZero,
                                            Conversion::kE2m1CudaFp4, Conversion::kV41Scale,
                                            Conversion::kUe8m0Scale, Conversion::kV4Scale,
-                                           Conversion::kV32Pow2Scale),
+                                           Conversion::kV32Pow2Scale, Conversion::kNvfp4Code),
                          [](const auto& info) { return conversion_name(info.param); });
 
 TEST_P(ConversionTest, EveryFloatMatchesReference) {
