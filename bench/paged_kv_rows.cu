@@ -28,11 +28,10 @@ int64_t mla576_capacity() { return kKvSlots * kKvHeads * kKvDim / layout::kMlaRo
 
 // The store of an H = 8 row of head dim `dim` (input [K | V] of `input` type) in `st`'s layout,
 // d contiguous unless given.
-Status store_heads(const Node& node, const layout::KvStrides& st, KvCacheType type,
-                   KvDataType input = KvDataType::kBf16, int32_t dim = kKvDim,
-                   int64_t slots = kKvSlots,
-                   layout::KvDimLayout k_dim = layout::kKvContiguousDim,
-                   layout::KvStrides v_st = {}, layout::KvDimLayout v_dim = layout::kKvContiguousDim) {
+// The H = 8 rows' params without their cache views: input [K | V] of `input` type, head dim
+// `dim`, `slots` of capacity.
+PagedKvParams heads_params(const Node& node, KvCacheType type, KvDataType input, int32_t dim,
+                           int64_t slots) {
   PagedKvParams kv;
   kv.batch = node.batch;
   kv.slots = node.slot_map;
@@ -46,6 +45,15 @@ Status store_heads(const Node& node, const layout::KvStrides& st, KvCacheType ty
   const auto* in = reinterpret_cast<const uint8_t*>(node.in);
   kv.k = {in, 2 * kKvHeads * dim, dim, dim};
   kv.v = {in + in_bytes * kKvHeads * dim, 2 * kKvHeads * dim, dim, dim};
+  return kv;
+}
+
+Status store_heads(const Node& node, const layout::KvStrides& st, KvCacheType type,
+                   KvDataType input = KvDataType::kBf16, int32_t dim = kKvDim,
+                   int64_t slots = kKvSlots,
+                   layout::KvDimLayout k_dim = layout::kKvContiguousDim,
+                   layout::KvStrides v_st = {}, layout::KvDimLayout v_dim = layout::kKvContiguousDim) {
+  PagedKvParams kv = heads_params(node, type, input, dim, slots);
   if (v_st.page == 0) v_st = st;
   const float* scales = thrust::raw_pointer_cast(g->scales.data());
   kv.k_cache = {thrust::raw_pointer_cast(g->k.data()), st.page, st.entry, st.head, scales, 1,
@@ -60,16 +68,8 @@ Status store_heads(const Node& node, const layout::KvStrides& st, KvCacheType ty
 Status store_nvfp4(const Node& node) {
   const layout::KvStrides st = layout::kv_nhd_strides(kKvPage, kKvHeads, kKvDim / 2);
   const layout::KvStrides bs = layout::kv_nhd_strides(kKvPage, kKvHeads, kKvDim / 16);
-  PagedKvParams kv;
-  kv.batch = node.batch;
-  kv.slots = node.slot_map;
-  kv.page_size = kKvPage;
-  kv.launch = node.launch;
-  kv.num_heads = kKvHeads;
-  kv.cache_type = KvCacheType::kNvfp4;
-  kv.num_pages = kKvSlots / kKvPage;
-  kv.k = {node.in, 2 * kHeadsWidth, kKvDim, kKvDim};
-  kv.v = {node.in + kHeadsWidth, 2 * kHeadsWidth, kKvDim, kKvDim};
+  PagedKvParams kv =
+      heads_params(node, KvCacheType::kNvfp4, KvDataType::kBf16, kKvDim, kKvSlots);
   const float* scales = thrust::raw_pointer_cast(g->scales.data());
   const auto view = [&](thrust::device_vector<uint8_t>& data,
                         thrust::device_vector<uint8_t>& blocks, const float* scale) {

@@ -4,6 +4,7 @@
 #include "cachestore/layout.h"
 #include "op_support.h"
 
+#include <tuple>
 #include <utility>
 
 namespace cachestore::torch_ops {
@@ -155,6 +156,15 @@ void check_scale(const Side& s, int64_t heads) {
                 " (one per head) float32");
 }
 
+// (entry, head) strides of a cache tensor in `layout`: [pages, P, D] (one head), NHD, HND, or
+// vLLM's paged attention (entries at dim 3, heads at dim 1).
+std::pair<int64_t, int64_t> entry_and_head_strides(const Tensor& cache, int64_t layout) {
+  if (cache.dim() == 3) return {cache.stride(1), cache.size(-1)};
+  if (layout == kPagedAttention) return {cache.stride(3), cache.stride(1)};
+  if (layout == kNhd) return {cache.stride(1), cache.stride(2)};
+  return {cache.stride(2), cache.stride(1)};
+}
+
 // One side's C description and its head-dim layout (chunk, chunk stride, d stride).
 cachestore_kv_side_t side_struct(const Tensor& x, const Tensor& cache, int64_t layout,
                                  const OptTensor& scale, bool is_key, int32_t* chunk,
@@ -166,15 +176,11 @@ cachestore_kv_side_t side_struct(const Tensor& x, const Tensor& cache, int64_t l
   side.head_stride = x.dim() == 3 ? x.stride(1) : x.size(-1);
   side.cache = cache.data_ptr();
   side.page_stride = cache.stride(0);
+  std::tie(side.entry_stride, side.cache_head_stride) = entry_and_head_strides(cache, layout);
   *chunk = 0;
   *chunk_stride = 0;
   *dim_stride = 1;
-  if (cache.dim() == 3) {
-    side.entry_stride = cache.stride(1);
-    side.cache_head_stride = cache.size(-1);
-  } else if (layout == kPagedAttention) {
-    side.entry_stride = cache.stride(3);
-    side.cache_head_stride = cache.stride(1);
+  if (cache.dim() != 3 && layout == kPagedAttention) {
     if (is_key) {
       *chunk = static_cast<int32_t>(cache.size(4));
       *chunk_stride = cache.stride(2);
@@ -182,12 +188,6 @@ cachestore_kv_side_t side_struct(const Tensor& x, const Tensor& cache, int64_t l
     } else {
       *dim_stride = cache.stride(2);
     }
-  } else if (layout == kNhd) {
-    side.entry_stride = cache.stride(1);
-    side.cache_head_stride = cache.stride(2);
-  } else {
-    side.entry_stride = cache.stride(2);
-    side.cache_head_stride = cache.stride(1);
   }
   if (scale.has_value()) {
     side.scale = static_cast<const float*>(scale->data_ptr());
@@ -201,16 +201,7 @@ cachestore_block_scales_t block_scales_struct(const Tensor& bs, int64_t layout) 
   cachestore_block_scales_t out{};
   out.data = bs.data_ptr();
   out.page_stride = bs.stride(0);
-  if (bs.dim() == 3) {
-    out.entry_stride = bs.stride(1);
-    out.head_stride = bs.size(-1);
-  } else if (layout == kNhd) {
-    out.entry_stride = bs.stride(1);
-    out.head_stride = bs.stride(2);
-  } else {
-    out.entry_stride = bs.stride(2);
-    out.head_stride = bs.stride(1);
-  }
+  std::tie(out.entry_stride, out.head_stride) = entry_and_head_strides(bs, layout);
   return out;
 }
 

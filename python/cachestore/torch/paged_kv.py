@@ -147,6 +147,17 @@ def _prepare(a):
     a.kv_cache_dtype = cache_type
 
 
+def _entry_and_head(cache, layout):
+    """(entry, head) strides of a cache tensor in `layout`: [pages, P, D] (one head), NHD, HND,
+    or vLLM's paged attention (entries at dim 3, heads at dim 1)."""
+    if cache.dim() == 3:
+        return cache.stride(1), cache.shape[-1]
+    if layout == _PAGED_ATTENTION:
+        return cache.stride(3), cache.stride(1)
+    return (cache.stride(1), cache.stride(2)) if layout == _NHD else \
+        (cache.stride(2), cache.stride(1))
+
+
 def _side(x, cache, layout, scale, is_key):
     """One side of store_paged_kv: input [T, H, D] or [T, D]; cache NHD [pages, P, H, D], HND
     [pages, H, P, D], [pages, P, D] (one head) or paged attention (K [pages, H, D / x, P, x], V
@@ -157,17 +168,11 @@ def _side(x, cache, layout, scale, is_key):
     side.head_dim = x.shape[-1]
     side.head_stride = x.stride(1) if x.dim() == 3 else x.shape[-1]
     side.cache, side.page_stride = cache.data_ptr(), cache.stride(0)
+    side.entry_stride, side.cache_head_stride = _entry_and_head(cache, layout)
     dim = (0, 0, 1)
-    if cache.dim() == 3:
-        side.entry_stride, side.cache_head_stride = cache.stride(1), cache.shape[-1]
-    elif layout == _PAGED_ATTENTION:
-        side.entry_stride, side.cache_head_stride = cache.stride(3), cache.stride(1)
+    if cache.dim() != 3 and layout == _PAGED_ATTENTION:
         dim = (cache.shape[4], cache.stride(2), cache.stride(4)) if is_key else \
             (0, 0, cache.stride(2))
-    elif layout == _NHD:
-        side.entry_stride, side.cache_head_stride = cache.stride(1), cache.stride(2)
-    else:
-        side.entry_stride, side.cache_head_stride = cache.stride(2), cache.stride(1)
     if scale is not None:
         side.scale, side.scale_stride = scale.data_ptr(), 0 if scale.numel() == 1 else 1
     return side, dim
@@ -177,12 +182,7 @@ def _block_scales(bs, layout):
     """An nvfp4 side's block-scale view: its tensor's strides in the cache's layout (bytes)."""
     out = c.BlockScales()
     out.data, out.page_stride = bs.data_ptr(), bs.stride(0)
-    if bs.dim() == 3:
-        out.entry_stride, out.head_stride = bs.stride(1), bs.shape[-1]
-    elif layout == _NHD:
-        out.entry_stride, out.head_stride = bs.stride(1), bs.stride(2)
-    else:
-        out.entry_stride, out.head_stride = bs.stride(2), bs.stride(1)
+    out.entry_stride, out.head_stride = _entry_and_head(bs, layout)
     return out
 
 
