@@ -4,7 +4,9 @@ own caches and stores the same padded batch with owner_size = world size, owner_
 inside a CUDA graph captured once and replayed with several real-row counts (padding 0, stale
 or -1; NaN junk in the padding rows). After each replay the ranks all-gather their pages;
 interleaved by the owner rule (global page g is local page g // W of rank g % W) they must equal,
-byte for byte, the caches one unsharded store writes on rank 0. The ranks' diagnostics add up to
+byte for byte, the caches one unsharded store writes on rank 0 (paged K/V NHD by slot mapping and by a
+FlashInfer-form page table, NVFP4 K/V with per-head global scales changed every replay, fp8
+index-K, V4 + fp8 index-K, V4.1 + fp4 index-K). The ranks' diagnostics add up to
 the unsharded store's (each out-of-range row is counted by its page's owner only), and the guard
 page after each rank's cache is never written.
 
@@ -31,18 +33,33 @@ def caches(pages, dev):
     """Each cache with one guard page after its `pages` pages (poisoned, never to be written)."""
     out = {kind: torch.full((pages + 1, page_bytes(kind)), GUARD, dtype=torch.uint8, device=dev)
            for kind in ("index_fp8", "index_fp4", "v4", "v41")}
-    out["k"] = torch.full((pages + 1, P, 8, 128), 1.5, dtype=torch.bfloat16, device=dev)
-    out["v"] = torch.full((pages + 1, P, 8, 128), 1.5, dtype=torch.bfloat16, device=dev)
+    for side in ("k", "v"):
+        out[side] = torch.full((pages + 1, P, 8, 128), 1.5, dtype=torch.bfloat16, device=dev)
+        # the same K/V through the page-table slot source
+        out[f"{side}_table"] = torch.full((pages + 1, P, 8, 128), 1.5, dtype=torch.bfloat16,
+                                          device=dev)
+        # NVFP4: codes and e4m3 block scales
+        out[f"{side}_nvfp4"] = torch.full((pages + 1, P, 8, 64), GUARD, dtype=torch.uint8,
+                                          device=dev)
+        out[f"{side}_nvfp4_scales"] = torch.full((pages + 1, P, 8, 8), GUARD, dtype=torch.uint8,
+                                                 device=dev)
     return out
 
 
-def store(c, pages, x, slots, n, diagnostics, rank, world):
+def store(c, pages, x, slots, table, global_scales, n, diagnostics, rank, world):
     """Every store of the check on caches of `pages` pages (the guard page excluded)."""
     kw = dict(num_tokens_non_padded=n, diagnostics=diagnostics, owner_rank=rank,
               owner_size=world)
     live = {k: v[:pages] for k, v in c.items()}
     kv = x[:, :2048].view(B, 16, 128)
     cst.store_paged_kv(kv[:, :8], kv[:, 8:], slots, live["k"], live["v"], **kw)
+    batch, positions, indptr, indices = table
+    cst.store_paged_kv(kv[:, :8], kv[:, 8:], batch, live["k_table"], live["v_table"],
+                       positions=positions, kv_indptr=indptr, kv_indices=indices, **kw)
+    cst.store_paged_kv(kv[:, :8], kv[:, 8:], slots, live["k_nvfp4"], live["v_nvfp4"],
+                       k_scale=global_scales[0], v_scale=global_scales[1],
+                       key_block_scale=live["k_nvfp4_scales"],
+                       value_block_scale=live["v_nvfp4_scales"], **kw)
     cst.store_index_k_fp8(x[:, 2048:2176], slots, live["index_fp8"], **kw)
     cst.fused_store_cache(x[:, 2176:2624], x[:, 2624:2688], slots, live["v4"], layout="v4",
                           index_k=x[:, 2048:2176], index_cache=live["index_fp8"], **kw)
@@ -62,18 +79,27 @@ def main():
     slots = torch.full((B,), -1, dtype=torch.int64, device=dev)
     n = torch.zeros(1, dtype=torch.int32, device=dev)
     diag = torch.zeros(2, dtype=torch.int64, device=dev)
+    # A FlashInfer-form table yielding the same slots: row i is request i, one page
+    # (slot // P) at position slot % P; padded rows get batch index -1 or a live request.
+    table = (torch.full((B,), -1, dtype=torch.int32, device=dev),
+             torch.zeros(B, dtype=torch.int32, device=dev),
+             torch.arange(B + 1, dtype=torch.int32, device=dev),
+             torch.zeros(B, dtype=torch.int32, device=dev))
+    # NVFP4 global decode scales per head, changed every replay (read at run time)
+    global_scales = (torch.ones(8, device=dev), torch.ones(8, device=dev))
+    args = (x, slots, table, global_scales, n)
     sharded = caches(local_pages, dev)
-    store(sharded, local_pages, x, slots, n, diag, rank, world)  # warm-up, then capture
+    store(sharded, local_pages, *args, diag, rank, world)  # warm-up, then capture
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        store(sharded, local_pages, x, slots, n, diag, rank, world)
+        store(sharded, local_pages, *args, diag, rank, world)
     if rank == 0:
         full = caches(GLOBAL_PAGES, dev)
         full_diag = torch.zeros(2, dtype=torch.int64, device=dev)
         full_graph = torch.cuda.CUDAGraph()
-        store(full, GLOBAL_PAGES, x, slots, n, full_diag, 0, 1)
+        store(full, GLOBAL_PAGES, *args, full_diag, 0, 1)
         with torch.cuda.graph(full_graph):
-            store(full, GLOBAL_PAGES, x, slots, n, full_diag, 0, 1)
+            store(full, GLOBAL_PAGES, *args, full_diag, 0, 1)
     gen = torch.Generator(device=dev)
     gen.manual_seed(2026)  # the same batch on every rank
     checked = 0
@@ -86,6 +112,13 @@ def main():
                "stale": slots[real:].clone(),
                "minus_one": torch.full((B - real,), -1, dtype=torch.int64, device=dev)}[padding]
         slots.copy_(torch.cat([fresh, pad]))
+        batch, positions, _, indices = table
+        batch.copy_(torch.where(torch.arange(B, device=dev) < real,
+                                torch.arange(B, device=dev), -1 if padding == "minus_one" else 0))
+        positions.copy_(slots.remainder(P))
+        indices.copy_(slots.div(P, rounding_mode="floor"))
+        for g in global_scales:
+            g.copy_(torch.rand(8, device=dev, generator=gen) * 0.05 + 0.002)
         x.copy_(torch.randn(B, 2688, device=dev, generator=gen).bfloat16())
         x[real:] = float("nan")
         n.fill_(real)
