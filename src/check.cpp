@@ -261,9 +261,11 @@ Status check_nested_strides(std::array<std::pair<int64_t, int64_t>, 5> dims, int
     if (count <= 1) continue;
     if (stride < extent)
       return fail(Status::kErrorInvalidArgument,
-                  "%s: strides let two elements overlap for page_size %d, num_heads %d and %d "
-                  "elements a head",
-                  name, p.page_size, p.num_heads, elements_per_head);
+                  "%s: a stride of %lld (over %lld entries) is below the %lld elements the "
+                  "finer dimensions span, so two elements overlap (page_size %d, num_heads %d, "
+                  "%d elements a head)",
+                  name, ll(stride), ll(count), ll(extent), p.page_size, p.num_heads,
+                  elements_per_head);
     if (!product_fits(count - 1, stride) || extent > INT64_MAX - (count - 1) * stride)
       return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
     extent += (count - 1) * stride;

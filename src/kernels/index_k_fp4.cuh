@@ -19,8 +19,7 @@ __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, co
   constexpr int kGroupLanes = layout::index_k_format(IndexKFormat::kFp4).group / kN;
   guarded_index_k_row<SlotT, kN, kGroupLanes, kPdl, kPinned, kDim>(
       guard, a, table, row, lane, live, count_negative,
-                                                    [&](Bf16Vals<kN>& x, float amax,
-                                                        const PagePosition& pos) {
+      [&](Bf16Vals<kN>& x, float amax, const PagePosition& pos) {
     const uint8_t e8 = detail::index_k_fp4_scale_byte(amax);
     const float inv = detail::ue8m0_reciprocal(e8);  // x / 2^(e8 - 127), exact
     Fp4Bytes<kN> q =
@@ -52,8 +51,7 @@ struct IndexKRow<IndexKFormat::kFp4> {
                                                const PageTableArgs& table,
                                                int64_t row, int lane, bool live,
                                                bool count_negative) {
-    store_index_k_fp4_row<SlotT, kN, kPdl, kPinned, kDim>(
-      guard, a, table, row, lane, live,
+    store_index_k_fp4_row<SlotT, kN, kPdl, kPinned, kDim>(guard, a, table, row, lane, live,
                                                           count_negative);
   }
 };

@@ -21,8 +21,7 @@ __device__ __forceinline__ void store_index_k_fp8_row(const GuardArgs& guard,
   constexpr int kBlockLanes = layout::index_k_format(IndexKFormat::kFp8).group / kN;
   guarded_index_k_row<SlotT, kN, kBlockLanes, kPdl, kPinned, kDim>(
       guard, a, table, row, lane, live, count_negative,
-                                                    [&](Bf16Vals<kN>& x, float amax,
-                                                        const PagePosition& pos) {
+      [&](Bf16Vals<kN>& x, float amax, const PagePosition& pos) {
     x.decode();
     float scale;
     Fp8Bytes<kN> q;

@@ -23,12 +23,22 @@
 
 namespace cachestore::kernels {
 
-// fp8(x / scale) of 8 bf16 or fp16 values: vLLM's bytes (the shared quantizer, fp8_divided).
-template <KvCacheType kCache, KvDataType kIn>
-__device__ __forceinline__ uint2 kv_to_fp8(const uint4& x, float s) {
-  float v[8];
-  decode_vec<kIn>(x, v);
-  return fp8_divided<kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2, ScaleSource::kGiven>(v, s);
+// The kW input values held in the 16-byte vectors x, as fp32 (exact).
+template <KvDataType kIn, int kW, int kLoads>
+__device__ __forceinline__ void decode_values(const uint4 (&x)[kLoads], float (&v)[kW]) {
+  if constexpr (kIn == KvDataType::kFp32) {
+    memcpy(v, x, sizeof v);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kW / 8; ++i) decode_vec<kIn>(x[i], v + 8 * i);
+  }
+}
+
+// fp8(v / scale) of an fp8 cache type: vLLM's bytes (the shared quantizer, fp8_divided).
+template <KvCacheType kCache, int kW>
+__device__ __forceinline__ Fp8Bytes<kW> kv_fp8(const float (&v)[kW], float scale) {
+  return fp8_divided<kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2,
+                     ScaleSource::kGiven>(v, scale);
 }
 
 // Page of a slot: shifts for a power-of-two P; otherwise the launch-time divisor, valid for
@@ -112,12 +122,7 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
   if constexpr (kCache == KvCacheType::kNvfp4) {
     static_assert(kFast && kW == 16, "nvfp4: one 16-value block a thread");
     float v[16];
-    if constexpr (kIn == KvDataType::kFp32) {
-      memcpy(v, x, sizeof v);
-    } else {
-      decode_vec<kIn>(x[0], v);
-      decode_vec<kIn>(x[1], v + 8);
-    }
+    decode_values<kIn>(x, v);
     const Nvfp4Block q = nvfp4_block(v, scale);
     *reinterpret_cast<uint2*>(side.cache + layout::kv_element_offset(
                                                side.cache_strides, pos.local_page, pos.in_page,
@@ -131,14 +136,10 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
     if constexpr (kCache == KvCacheType::kAuto) {
 #pragma unroll
       for (int i = 0; i < kLoads; ++i) store_vec(side.cache + sizeof(In) * element + 16 * i, x[i]);
-    } else if constexpr (kIn == KvDataType::kFp32) {
-      float v[8];
-      memcpy(v, x, sizeof v);
-      *reinterpret_cast<uint2*>(side.cache + element) =
-          fp8_divided<kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2,
-                      ScaleSource::kGiven>(v, scale);
     } else {
-      *reinterpret_cast<uint2*>(side.cache + element) = kv_to_fp8<kCache, kIn>(x[0], scale);
+      float v[8];
+      decode_values<kIn>(x, v);
+      *reinterpret_cast<uint2*>(side.cache + element) = kv_fp8<kCache>(v, scale);
     }
   } else {
     In values[kW];
@@ -150,9 +151,7 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
       float v[kW];
 #pragma unroll
       for (int i = 0; i < kW; ++i) v[i] = kv_value<kIn>(values[i]);
-      const Fp8Bytes<kW> q =
-          fp8_divided<kCache == KvCacheType::kFp8E4m3 ? __NV_E4M3 : __NV_E5M2,
-                      ScaleSource::kGiven>(v, scale);
+      const Fp8Bytes<kW> q = kv_fp8<kCache>(v, scale);
       memcpy(out, &q, sizeof out);
     }
     const KvDimArgs& dim = is_v ? a.v_dim : a.k_dim;

@@ -134,11 +134,10 @@ int64_t check_side(const Side& s, const Tensor& key, int64_t layout,
       value_error(std::string(s.block_scale_name) + " is required for an nvfp4 cache");
     const Tensor& bs = *s.block_scale;
     check_tensor(s.block_scale_name, bs, {ScalarType::Byte, ScalarType::Float8_e4m3fn}, {3, 4});
-    const auto [bs_heads, bs_dim] = heads_and_dim(bs, layout, s.is_key);
-    if (bs.dim() != cache.dim() || bs.size(0) != cache.size(0) || bs_heads != heads ||
-        bs_dim * 16 != head_dim || bs.stride(-1) != 1 ||
-        (bs.dim() == 4 && bs.size(layout == kNhd ? 1 : 2) != cache.size(layout == kNhd ? 1 : 2)) ||
-        (bs.dim() == 3 && bs.size(1) != cache.size(1)))
+    // The cache's shape with head_dim / 16 in place of head_dim / 2.
+    bool fits = bs.dim() == cache.dim() && bs.size(-1) * 16 == head_dim && bs.stride(-1) == 1;
+    for (int64_t i = 0; fits && i + 1 < bs.dim(); ++i) fits = bs.size(i) == cache.size(i);
+    if (!fits)
       value_error(std::string(s.block_scale_name) + " " + tuple_string(bs.sizes()) +
                   " must be " + s.cache_name + "'s pages with head dim / 16 = " +
                   std::to_string(head_dim / 16) + " e4m3 bytes, the last dimension contiguous");

@@ -135,14 +135,17 @@ def _nvfp4_caches(paged_kv_cache, kv_cache_sf):
     return k_cache, v_cache, k_sf, v_sf
 
 
-def _store_nvfp4(key, value, slots, caches, k_scale, v_scale, layout, positions, kv_indptr,
-                 kv_indices, num_tokens_non_padded, diagnostics, enable_pdl):
-    k_cache, v_cache, k_sf, v_sf = caches
+def _nvfp4_inputs(key, value):
     if key.dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"append_key must be float16 or bfloat16, got {key.dtype}")
     if value.dtype != key.dtype:
         raise ValueError(f"append_key and append_value must have the same dtype, got "
                          f"{key.dtype} and {value.dtype}")
+
+
+def _store_nvfp4(key, value, slots, caches, k_scale, v_scale, layout, positions, kv_indptr,
+                 kv_indices, num_tokens_non_padded, diagnostics, enable_pdl):
+    k_cache, v_cache, k_sf, v_sf = caches
     k_scale = _global_scale("k_scale", k_scale, key.device)
     v_scale = _global_scale("v_scale", v_scale, key.device)
     try:
@@ -162,6 +165,7 @@ def nvfp4_quantize_append_paged_kv_cache(append_key, append_value, batch_indices
     pages of their requests (the page table read in the store's launch)."""
     del kv_last_page_len  # not read by the append (FlashInfer's neither)
     layout = _layout(kv_layout)
+    _nvfp4_inputs(append_key, append_value)  # FlashInfer's order of checks
     caches = _nvfp4_caches(paged_kv_cache, kv_cache_sf)
     _store_nvfp4(append_key, append_value, _int32(batch_indices), caches, k_scale, v_scale,
                  layout, _int32(positions), _int32(kv_indptr), _int32(kv_indices),
@@ -177,6 +181,7 @@ def nvfp4_quantize_append_paged_kv_cache_with_slot_mapping(append_key, append_va
     """FlashInfer `nvfp4_quantize_append_paged_kv_cache_with_slot_mapping`: the first
     slot_mapping.shape[0] rows into flat slots (page * P + entry); negative slots are padding."""
     layout = _layout(kv_layout)
+    _nvfp4_inputs(append_key, append_value)
     if slot_mapping.dtype not in (torch.int32, torch.int64):
         raise ValueError(f"slot_mapping must be int32 or int64, got {slot_mapping.dtype}")
     nnz = slot_mapping.shape[0]

@@ -114,12 +114,9 @@ def _prepare(a):
             if bs is None:
                 raise ValueError(f"{bs_name} is required for an nvfp4 cache")
             k_.check_tensor(bs_name, bs, (torch.uint8, torch.float8_e4m3fn), (3, 4))
-            bs_hd = _heads_and_dim(bs, a.layout, x_name == "key")
-            entry = 1 if a.layout == _NHD else 2
-            if (bs.dim() != cache.dim() or bs.shape[0] != cache.shape[0] or bs_hd is None or
-                    bs_hd[0] != heads or bs_hd[1] * 16 != x.shape[-1] or bs.stride(-1) != 1 or
-                    (bs.dim() == 4 and bs.shape[entry] != cache.shape[entry]) or
-                    (bs.dim() == 3 and bs.shape[1] != cache.shape[1])):
+            # the cache's shape with head_dim / 16 in place of head_dim / 2
+            if (bs.shape[:-1] != cache.shape[:-1] or bs.shape[-1] * 16 != x.shape[-1] or
+                    bs.stride(-1) != 1):
                 raise ValueError(f"{bs_name} {tuple(bs.shape)} must be {cache_name}'s pages "
                                  f"with head dim / 16 = {x.shape[-1] // 16} e4m3 bytes, the last "
                                  f"dimension contiguous")
