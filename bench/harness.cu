@@ -56,7 +56,8 @@ void init_pool() {
   CACHESTORE_CHECK_CUDA(cudaGetDevice(&device));
   CACHESTORE_CHECK_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
   p.l2_bytes = l2;
-  p.input.resize(size_t{640} << 20);  // 1.25 GiB of bf16
+  // 3.25 GiB of bf16: one input set of the widest rows ([Q | K | V], 6144 wide) at n = 262144.
+  p.input.resize(size_t{1664} << 20);
   fill_random_bf16<<<4096, 256>>>(thrust::raw_pointer_cast(p.input.data()),
                                   static_cast<int64_t>(p.input.size()), 2026u);
   CACHESTORE_CHECK_CUDA(cudaGetLastError());

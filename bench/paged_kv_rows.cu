@@ -4,7 +4,12 @@
 // scatters an engine composes (K, then V) and, for x_naive, the K scatter alone. The general
 // kernel's rows: fp32 inputs (the same H and D, half the slots), a head dim of 100 (4 values a
 // thread), vLLM's paged-attention layout (K chunked by 16 bytes, V d-major).
+#include <cmath>
+#include <cstring>
+#include <vector>
+
 #include "harness.cuh"
+#include "naive_rope.cuh"
 #include "naive_scatter.cuh"
 
 namespace cachestore::bench {
@@ -15,8 +20,16 @@ static_assert(kKvPage == kTablePage, "the page-table row reads the pool's table 
 constexpr int64_t kKvSlots = int64_t{1} << 19;  // 1 GiB per 16-bit cache of H = 8, D = 128
 constexpr int32_t kHeadsWidth = kKvHeads * kKvDim;
 
+// The RoPE rows: Llama-3-8B's attention, H_q = 32 over H_kv = 8, D = rotary_dim = 128 (NeoX), a
+// bf16 cos/sin cache of kRopePositions positions; input [Q | K | V] per token (6144 wide), Q
+// rotated in place.
+constexpr int32_t kQHeads = 32, kRopePositions = 4096;
+constexpr int32_t kQkvWidth = (kQHeads + 2 * kKvHeads) * kKvDim;
+
 struct Caches {
   thrust::device_vector<uint8_t> k, v;  // 16-bit, fp8 or nvfp4 alike
+  thrust::device_vector<int64_t> positions;  // [kMaxRows], in the cos/sin cache
+  thrust::device_vector<uint16_t> cos_sin;   // [kRopePositions, 128] bf16
   thrust::device_vector<uint8_t> k_blocks, v_blocks;  // nvfp4's e4m3 block scales
   thrust::device_vector<float> scales;  // K's then V's, one per head
 };
@@ -83,6 +96,46 @@ Status store_nvfp4(const Node& node) {
   kv.k_cache = view(g->k, g->k_blocks, scales);
   kv.v_cache = view(g->v, g->v_blocks, scales + kKvHeads);
   return store_paged_kv(kv, node.stream);
+}
+
+// The fused store of a [Q | K | V] row: Q rotated in place, K rotated and stored with V (NHD).
+Status store_rope(const Node& node, KvCacheType type) {
+  PagedKvParams kv = heads_params(node, type, KvDataType::kBf16, kKvDim, kKvSlots);
+  const layout::KvStrides st = layout::kv_nhd_strides(kKvPage, kKvHeads, kKvDim);
+  const float* scales = thrust::raw_pointer_cast(g->scales.data());
+  auto* q = const_cast<uint16_t*>(node.in);
+  kv.k = {q + kQHeads * kKvDim, kQkvWidth, kKvDim, kKvDim};
+  kv.v = {q + (kQHeads + kKvHeads) * kKvDim, kQkvWidth, kKvDim, kKvDim};
+  kv.k_cache = {thrust::raw_pointer_cast(g->k.data()), st.page, st.entry, st.head, scales, 1};
+  kv.v_cache = {thrust::raw_pointer_cast(g->v.data()), st.page, st.entry, st.head,
+                scales + kKvHeads, 1};
+  RotaryEmbedding& r = kv.rope;
+  r.positions = thrust::raw_pointer_cast(g->positions.data());
+  r.positions_type = SlotType::kInt64;
+  r.cos_sin_cache = thrust::raw_pointer_cast(g->cos_sin.data());
+  r.cos_sin_type = KvDataType::kBf16;
+  r.max_position = kRopePositions;
+  r.rotary_dim = kKvDim;
+  r.rounding = RopeRounding::kFp32;  // the lean rotary node's arithmetic
+  r.num_query_heads = kQHeads;
+  r.query = q;
+  r.query_token_stride = kQkvWidth;
+  r.query_head_stride = kKvDim;
+  return store_paged_kv(kv, node.stream);
+}
+
+// What an engine runs without the fusion: the rotary kernel on [Q | K] in place, then one
+// K + V scatter node (reshape_and_cache_flash's form), both lean.
+Status rope_pair(const Node& node) {
+  auto* qkv = const_cast<uint16_t*>(node.in);
+  const Status rope = cuda_status(test::lean_rope(
+      qkv, kQkvWidth, kQHeads + kKvHeads, kKvDim, thrust::raw_pointer_cast(g->positions.data()),
+      thrust::raw_pointer_cast(g->cos_sin.data()), node.n, node.stream));
+  if (rope != Status::kSuccess) return rope;
+  return cuda_status(test::lean_naive_kv_scatter(
+      qkv + kQHeads * kKvDim, kQkvWidth, kHeadsWidth, node.slots,
+      thrust::raw_pointer_cast(g->k.data()), thrust::raw_pointer_cast(g->v.data()), node.n,
+      kHeadsWidth, node.stream));
 }
 
 // vLLM's paged-attention layout of the H = 8, D = 128 caches (x = 16 bytes of the cache type).
@@ -199,6 +252,24 @@ const Family kPagedKv(
         // bytes and 128 scale bytes written.
         {30, "paged_kv_nhd_nvfp4", 5256, 2048, false, "paged_kv_nhd_fp8", true,
          "naive_k_one_node", kv_capacity, store_nvfp4, kHeadsWidth, kHeadsWidth},
+        // RoPE fused into the store: Q (8192 bytes) read and written, K and V read (4096) and
+        // written, the slot and the position (cos/sin rows stay in the L2). Beside the lean
+        // two-node pair, and beside the store without RoPE of the same K/V.
+        {31, "rope_pair_two_nodes", 24592, kQkvWidth, false, nullptr, false, nullptr,
+         kv_capacity, rope_pair, kHeadsWidth, kHeadsWidth},
+        {32, "paged_kv_nhd_rope", 24592, kQkvWidth, false, "rope_pair_two_nodes", true,
+         "naive_k_one_node", kv_capacity,
+         [](const Node& node) { return store_rope(node, KvCacheType::kAuto); }, kHeadsWidth,
+         kHeadsWidth},
+        {33, "paged_kv_nhd_rope_vs_store", 24592, kQkvWidth, false, "paged_kv_nhd", true,
+         "naive_k_one_node", kv_capacity,
+         [](const Node& node) { return store_rope(node, KvCacheType::kAuto); }, kHeadsWidth,
+         kHeadsWidth},
+        // fp8 K/V (Q stays bf16): 2048 fewer bytes written.
+        {34, "paged_kv_nhd_fp8_rope", 22544, kQkvWidth, false, "paged_kv_nhd_fp8", true,
+         "naive_k_one_node", kv_capacity,
+         [](const Node& node) { return store_rope(node, KvCacheType::kFp8E4m3); }, kHeadsWidth,
+         kHeadsWidth},
     },
     [] {
       g = new Caches;
@@ -207,6 +278,24 @@ const Family kPagedKv(
       poisoned_cache(g->k_blocks, kKvSlots * kKvHeads * (kKvDim / 16));
       poisoned_cache(g->v_blocks, kKvSlots * kKvHeads * (kKvDim / 16));
       g->scales.assign(2 * kKvHeads, 0.0173f);
+      std::vector<int64_t> positions(kMaxRows);
+      for (int64_t i = 0; i < kMaxRows; ++i) positions[i] = (i * 2654435761) % kRopePositions;
+      g->positions.assign(positions.begin(), positions.end());
+      std::vector<uint16_t> cos_sin(static_cast<size_t>(kRopePositions) * kKvDim);
+      for (int32_t pos = 0; pos < kRopePositions; ++pos) {
+        for (int32_t i = 0; i < kKvDim / 2; ++i) {
+          const double angle = pos * std::pow(500000.0, -2.0 * i / kKvDim);
+          const float cs[2] = {static_cast<float>(std::cos(angle)),
+                               static_cast<float>(std::sin(angle))};
+          for (int k = 0; k < 2; ++k) {
+            uint32_t bits;
+            std::memcpy(&bits, &cs[k], 4);
+            cos_sin[static_cast<size_t>(pos) * kKvDim + k * kKvDim / 2 + i] =
+                static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+          }
+        }
+      }
+      g->cos_sin.assign(cos_sin.begin(), cos_sin.end());
     });
 
 }  // namespace

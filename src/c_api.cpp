@@ -53,8 +53,8 @@ struct ReleasedSizes<cachestore_fused_store_params_t> {
 };
 template <>
 struct ReleasedSizes<cachestore_paged_kv_params_t> {
-  // 0.2; 0.5 head-dim layouts; 0.6 the page table; 0.7 nvfp4 block scales
-  static constexpr uint32_t kSizes[] = {248, 288, 320, 384};
+  // 0.2; 0.5 head-dim layouts; 0.6 the page table; 0.7 nvfp4 block scales; 0.8 RoPE
+  static constexpr uint32_t kSizes[] = {248, 288, 320, 384, 512};
 };
 
 template <typename T>
@@ -217,6 +217,13 @@ cs::PagedKvParams to_cpp(const cachestore_paged_kv_params_t& c) {
   side(c.k, c.k_chunk, c.k_chunk_stride, c.k_dim_stride, c.k_block_scales, &p.k, &p.k_cache);
   if (c.v.data != nullptr)
     side(c.v, c.v_chunk, c.v_chunk_stride, c.v_dim_stride, c.v_block_scales, &p.v, &p.v_cache);
+  const cachestore_rope_t& r = c.rope;
+  p.rope = {r.positions, static_cast<cs::SlotType>(r.positions_type), r.cos_sin_cache,
+            static_cast<cs::KvDataType>(r.cos_sin_type), r.cos_sin_stride, r.max_position,
+            r.rotary_dim, static_cast<cs::RopeStyle>(r.style),
+            static_cast<cs::RopeRounding>(r.rounding), r.num_query_heads, r.query,
+            r.query_token_stride, r.query_head_stride, r.query_out, r.query_out_token_stride,
+            r.query_out_head_stride, r.key_out, r.key_out_token_stride, r.key_out_head_stride};
   return p;
 }
 
@@ -251,7 +258,8 @@ cs::Status table_id(int32_t id, int32_t count, const char* what) {
 
 }  // namespace
 
-static_assert(sizeof(cs::Diagnostics) == 16, "diagnostics: two uint64 counters");
+static_assert(sizeof(cs::Diagnostics) == 24,
+              "diagnostics: three uint64 counters (the third written by RoPE stores only)");
 
 extern "C" {
 
@@ -475,6 +483,12 @@ static_assert(CACHESTORE_KV_CACHE_AUTO == static_cast<int>(cs::KvCacheType::kAut
                   CACHESTORE_KV_CACHE_FP8_E4M3 == static_cast<int>(cs::KvCacheType::kFp8E4m3) &&
                   CACHESTORE_KV_CACHE_FP8_E5M2 == static_cast<int>(cs::KvCacheType::kFp8E5m2),
               "KV cache type ids");
+static_assert(CACHESTORE_ROPE_NEOX == static_cast<int>(cs::RopeStyle::kNeox) &&
+                  CACHESTORE_ROPE_GPTJ == static_cast<int>(cs::RopeStyle::kGptj) &&
+                  CACHESTORE_ROPE_ROUND_INPUT_TYPE ==
+                      static_cast<int>(cs::RopeRounding::kInputType) &&
+                  CACHESTORE_ROPE_ROUND_FP32 == static_cast<int>(cs::RopeRounding::kFp32),
+              "RoPE ids");
 static_assert(CACHESTORE_ENCODING_UE8M0 == static_cast<int>(cs::layout::Encoding::kUe8m0) &&
                   CACHESTORE_ENCODING_E2M1 == static_cast<int>(cs::layout::Encoding::kE2m1) &&
                   CACHESTORE_RULE_FIXED == static_cast<int>(cs::layout::RuleUse::kFixed),

@@ -355,6 +355,121 @@ Status check_kv_cache(const KvCacheView& c, const KvInput& in, const PagedKvPara
   return Status::kSuccess;
 }
 
+// A tensor of `heads` heads of `head_dim` input values a row: 16-byte aligned vectors (the
+// rotating kernel moves 8 or 16 values a thread) and offsets that fit.
+Status check_rope_tensor(const void* data, int64_t token_stride, int64_t head_stride,
+                         int32_t heads, const PagedKvParams& p, const char* name) {
+  if (data == nullptr) return fail(Status::kErrorInvalidArgument, "%s is null", name);
+  if (token_stride < 0 || head_stride < 0)
+    return fail(Status::kErrorInvalidArgument, "%s strides must be >= 0", name);
+  const int64_t bytes = kv_input_bytes(p.input_type);
+  if (!aligned_to(data, 16) || token_stride * bytes % 16 != 0 || head_stride * bytes % 16 != 0)
+    return fail(Status::kErrorMisalignedOperand,
+                "%s: RoPE moves 16-byte vectors; the pointer and its strides (bytes) must be "
+                "16-byte aligned", name);
+  if (!product_fits(p.batch.num_tokens, token_stride) || !product_fits(heads, head_stride))
+    return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
+  return Status::kSuccess;
+}
+
+// RoPE fused into store_paged_kv (p.rope.positions set): the rotation's operands, Q and key_out,
+// and the 16-byte kernel's layout on both sides, which is the only kernel that rotates.
+Status check_rope(const PagedKvParams& p) {
+  const RotaryEmbedding& r = p.rope;
+  const bool nvfp4 = p.cache_type == KvCacheType::kNvfp4;
+  const int32_t width = nvfp4 ? 16 : 8;  // values a thread
+  if (r.positions_type != SlotType::kInt32 && r.positions_type != SlotType::kInt64)
+    return fail(Status::kErrorInvalidArgument, "rope.positions_type = %d: kInt32 or kInt64",
+                static_cast<int>(r.positions_type));
+  if (!aligned_to(r.positions, r.positions_type == SlotType::kInt64 ? 8 : 4))
+    return fail(Status::kErrorMisalignedOperand, "rope.positions must be aligned to its type");
+  if (r.style != RopeStyle::kNeox && r.style != RopeStyle::kGptj)
+    return fail(Status::kErrorInvalidArgument, "rope.style = %d: not a RopeStyle",
+                static_cast<int>(r.style));
+  if (r.rounding != RopeRounding::kInputType && r.rounding != RopeRounding::kFp32)
+    return fail(Status::kErrorInvalidArgument, "rope.rounding = %d: not a RopeRounding",
+                static_cast<int>(r.rounding));
+  const int32_t multiple = r.style == RopeStyle::kNeox ? 2 * width : width;
+  if (r.rotary_dim <= 0 || r.rotary_dim > p.k.head_dim || r.rotary_dim % multiple != 0)
+    return fail(Status::kErrorNotSupported,
+                "rope.rotary_dim = %d: must be in [1, k.head_dim = %d] and a multiple of %d "
+                "(%s style, %d values a thread)",
+                r.rotary_dim, p.k.head_dim, multiple,
+                r.style == RopeStyle::kNeox ? "NeoX" : "GPT-J", width);
+  if (r.cos_sin_cache == nullptr)
+    return fail(Status::kErrorInvalidArgument, "rope.cos_sin_cache is null");
+  if (r.cos_sin_type != KvDataType::kBf16 && r.cos_sin_type != KvDataType::kFp16 &&
+      r.cos_sin_type != KvDataType::kFp32)
+    return fail(Status::kErrorInvalidArgument, "rope.cos_sin_type = %d: not a KvDataType",
+                static_cast<int>(r.cos_sin_type));
+  if (r.max_position < 1)
+    return fail(Status::kErrorInvalidArgument, "rope.max_position = %lld: must be >= 1",
+                ll(r.max_position));
+  const int64_t stride = r.cos_sin_stride == 0 ? r.rotary_dim : r.cos_sin_stride;
+  if (stride < r.rotary_dim)
+    return fail(Status::kErrorInvalidArgument,
+                "rope.cos_sin_stride = %lld: must be 0 or >= rotary_dim (%d)", ll(stride),
+                r.rotary_dim);
+  const int64_t cs_bytes = kv_input_bytes(r.cos_sin_type);
+  if (!aligned_to(r.cos_sin_cache, 16) || stride * cs_bytes % 16 != 0)
+    return fail(Status::kErrorMisalignedOperand,
+                "rope.cos_sin_cache: the pointer and its row stride (bytes) must be 16-byte "
+                "aligned");
+  if (!product_fits(r.max_position, stride * cs_bytes))
+    return fail(Status::kErrorCapacityOverflow, "rope.cos_sin_cache: offsets overflow int64");
+
+  const int64_t cache_bytes = kv_cache_bytes(p);
+  const auto side = [&](const KvInput& in, const KvCacheView& c, const char* name) {
+    if (in.head_dim % width != 0)
+      return fail(Status::kErrorNotSupported,
+                  "%s.head_dim = %d: RoPE in the store needs a multiple of %d", name, in.head_dim,
+                  width);
+    if (c.chunk != 0 || c.dim_stride != 1)
+      return fail(Status::kErrorNotSupported,
+                  "%s_cache: RoPE in the store needs d contiguous (chunk 0, dim_stride 1)", name);
+    CACHESTORE_RETURN_IF_ERROR(
+        check_rope_tensor(in.data, in.token_stride, in.head_stride, p.num_heads, p, name));
+    const int64_t store = std::min<int64_t>(16, nvfp4 ? 8 : width * cache_bytes);
+    if (!aligned_to(c.data, store) || c.page_stride * cache_bytes % store != 0 ||
+        c.entry_stride * cache_bytes % store != 0 || c.head_stride * cache_bytes % store != 0)
+      return fail(Status::kErrorMisalignedOperand,
+                  "%s_cache: RoPE in the store writes %lld-byte vectors; data and strides must "
+                  "be aligned to them", name, ll(store));
+    return Status::kSuccess;
+  };
+  CACHESTORE_RETURN_IF_ERROR(side(p.k, p.k_cache, "k"));
+  if (p.v.data != nullptr) CACHESTORE_RETURN_IF_ERROR(side(p.v, p.v_cache, "v"));
+
+  constexpr int32_t kMaxQueryHeads = 4 * layout::kMaxKvHeads;
+  if (r.num_query_heads < 0 || r.num_query_heads > kMaxQueryHeads)
+    return fail(Status::kErrorNotSupported, "rope.num_query_heads = %d: must be in [0, %d]",
+                r.num_query_heads, kMaxQueryHeads);
+  if (r.num_query_heads > 0) {
+    CACHESTORE_RETURN_IF_ERROR(check_rope_tensor(r.query, r.query_token_stride,
+                                                 r.query_head_stride, r.num_query_heads, p,
+                                                 "rope.query"));
+    if (r.query_out != nullptr && r.query_out != r.query)
+      CACHESTORE_RETURN_IF_ERROR(check_rope_tensor(r.query_out, r.query_out_token_stride,
+                                                   r.query_out_head_stride, r.num_query_heads,
+                                                   p, "rope.query_out"));
+    if (r.query_out == r.query && (r.query_out_token_stride != r.query_token_stride ||
+                                   r.query_out_head_stride != r.query_head_stride))
+      return fail(Status::kErrorInvalidArgument,
+                  "rope.query_out == rope.query (in place) needs the query's strides (or "
+                  "query_out = nullptr)");
+  }
+  if (r.key_out != nullptr) {
+    CACHESTORE_RETURN_IF_ERROR(check_rope_tensor(r.key_out, r.key_out_token_stride,
+                                                 r.key_out_head_stride, p.num_heads, p,
+                                                 "rope.key_out"));
+    if (r.key_out == p.k.data && (r.key_out_token_stride != p.k.token_stride ||
+                                  r.key_out_head_stride != p.k.head_stride))
+      return fail(Status::kErrorInvalidArgument,
+                  "rope.key_out == k.data (in place) needs k's strides");
+  }
+  return Status::kSuccess;
+}
+
 }  // namespace
 
 int32_t log2_exact(int64_t power_of_two) {
@@ -470,6 +585,7 @@ Status check(const PagedKvParams& p) {
     CACHESTORE_RETURN_IF_ERROR(check_kv_input(p.v, p, "v"));
     CACHESTORE_RETURN_IF_ERROR(check_kv_cache(p.v_cache, p.v, p, "v_cache", "v"));
   }
+  if (p.rope.positions != nullptr) CACHESTORE_RETURN_IF_ERROR(check_rope(p));
   return succeed();
 }
 

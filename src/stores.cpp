@@ -48,6 +48,8 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
 Status store_paged_kv(const PagedKvParams& p, cudaStream_t stream) {
   return run_store(p, [&](const detail::ArchInfo& arch) {
     return detail::with_kv_cache_type(p.cache_type, [&](auto type) {
+      if (p.rope.positions != nullptr)
+        return detail::launch_paged_kv_rope<decltype(type)::value>(p, arch, stream);
       return detail::launch_paged_kv<decltype(type)::value>(p, arch, stream);
     });
   });

@@ -144,6 +144,26 @@ int main(void) {
     EXPECT(strstr(cachestore_last_error_message(), "k_cache.block_scales") != NULL);
     kv = before;
     }
+    /* 0.8: RoPE in the store; a 384-byte struct has none (positions read as null). */
+    {
+    const cachestore_paged_kv_params_t before = kv;
+    kv.rope.positions = fake(0x18000);
+    kv.rope.positions_type = CACHESTORE_SLOT_INT32;
+    kv.rope.cos_sin_type = CACHESTORE_KV_BF16;
+    kv.rope.cos_sin_cache = fake(0x19000);
+    kv.rope.max_position = 100;
+    kv.rope.rotary_dim = 96; /* partial: NeoX needs a multiple of 16 */
+    kv.rope.style = CACHESTORE_ROPE_NEOX;
+    kv.rope.rounding = CACHESTORE_ROPE_ROUND_FP32;
+    EXPECT(cachestore_check_paged_kv(&kv) == CACHESTORE_SUCCESS);
+    kv.rope.rotary_dim = 40;
+    EXPECT(cachestore_check_paged_kv(&kv) == CACHESTORE_ERROR_NOT_SUPPORTED);
+    EXPECT(strstr(cachestore_last_error_message(), "rope.rotary_dim") != NULL);
+    kv.struct_size = 384;
+    EXPECT(cachestore_check_paged_kv(&kv) == CACHESTORE_SUCCESS);
+    kv.struct_size = (uint32_t)sizeof kv;
+    kv = before;
+    }
     kv.k.head_dim = 2000;
     EXPECT(cachestore_store_paged_kv(&kv, NULL) == CACHESTORE_ERROR_NOT_SUPPORTED);
     EXPECT(strstr(cachestore_last_error_message(), "k.head_dim") != NULL);

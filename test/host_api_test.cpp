@@ -224,6 +224,89 @@ TEST(ArgumentChecks, StorePagedKv) {
       << last_error_message();
 }
 
+// RoPE in the store: Llama's GQA (32 Q heads over 8) with a valid-looking rotation.
+PagedKvParams rope_params() {
+  PagedKvParams p = kv_params();
+  RotaryEmbedding& r = p.rope;
+  r.positions = fake(0x30000);
+  r.cos_sin_cache = fake(0x40000);
+  r.max_position = 4096;
+  r.rotary_dim = 128;
+  r.num_query_heads = 32;
+  r.query = fake(0x50000);
+  r.query_token_stride = 32 * 128;
+  r.query_head_stride = 128;
+  return p;
+}
+
+// The same params as NHD nvfp4 caches (D / 2 code bytes and D / 16 scale bytes an entry).
+void as_nvfp4(PagedKvParams& p) {
+  p.cache_type = KvCacheType::kNvfp4;
+  const layout::KvStrides codes = layout::kv_nhd_strides(16, 8, 64);
+  const layout::KvStrides blocks = layout::kv_nhd_strides(16, 8, 8);
+  for (KvCacheView* c : {&p.k_cache, &p.v_cache}) {
+    c->page_stride = codes.page;
+    c->entry_stride = codes.entry;
+    c->head_stride = codes.head;
+    c->block_scales = fake(c == &p.k_cache ? 0x300000 : 0x400000);
+    c->block_scale_page_stride = blocks.page;
+    c->block_scale_entry_stride = blocks.entry;
+    c->block_scale_head_stride = blocks.head;
+  }
+}
+
+TEST(ArgumentChecks, StorePagedKvWithRope) {
+  {
+    PagedKvParams nv = rope_params();
+    as_nvfp4(nv);
+    EXPECT_EQ(check(nv), Status::kSuccess) << last_error_message();
+  }
+  EXPECT_EQ(check(rope_params()), Status::kSuccess) << last_error_message();
+  expect_rejected<PagedKvParams>(store_paged_kv, rope_params, {
+    {{"positions type", S::kErrorInvalidArgument, "rope.positions_type"}, [](auto& p) { p.rope.positions_type = SlotType::kPageTable; }},
+    {{"positions misaligned", S::kErrorMisalignedOperand, "rope.positions"}, [](auto& p) { p.rope.positions = fake(0x30004); }},
+    {{"style", S::kErrorInvalidArgument, "rope.style"}, [](auto& p) { p.rope.style = static_cast<RopeStyle>(2); }},
+    {{"rounding", S::kErrorInvalidArgument, "rope.rounding"}, [](auto& p) { p.rope.rounding = static_cast<RopeRounding>(5); }},
+    {{"rotary dim 0", S::kErrorNotSupported, "rope.rotary_dim"}, [](auto& p) { p.rope.rotary_dim = 0; }},
+    {{"rotary dim past D", S::kErrorNotSupported, "rope.rotary_dim"}, [](auto& p) { p.rope.rotary_dim = 144; }},
+    {{"NeoX rotary dim 24", S::kErrorNotSupported, "multiple of 16"}, [](auto& p) { p.rope.rotary_dim = 24; }},
+    {{"nvfp4 NeoX rotary dim 48", S::kErrorNotSupported, "multiple of 32"}, [](auto& p) { as_nvfp4(p); p.rope.rotary_dim = 48; }},
+    {{"nvfp4 GPT-J rotary dim 8", S::kErrorNotSupported, "multiple of 16"}, [](auto& p) { as_nvfp4(p); p.rope.style = RopeStyle::kGptj; p.rope.rotary_dim = 8; }},
+    {{"null cos/sin", S::kErrorInvalidArgument, "rope.cos_sin_cache"}, [](auto& p) { p.rope.cos_sin_cache = nullptr; }},
+    {{"cos/sin type", S::kErrorInvalidArgument, "rope.cos_sin_type"}, [](auto& p) { p.rope.cos_sin_type = static_cast<KvDataType>(9); }},
+    {{"max position 0", S::kErrorInvalidArgument, "rope.max_position"}, [](auto& p) { p.rope.max_position = 0; }},
+    {{"cos/sin stride short", S::kErrorInvalidArgument, "rope.cos_sin_stride"}, [](auto& p) { p.rope.cos_sin_stride = 64; }},
+    {{"cos/sin misaligned", S::kErrorMisalignedOperand, "rope.cos_sin_cache"}, [](auto& p) { p.rope.cos_sin_cache = fake(0x40008); }},
+    {{"cos/sin row stride", S::kErrorMisalignedOperand, "rope.cos_sin_cache"}, [](auto& p) { p.rope.cos_sin_stride = 130; }},
+    {{"head dim 100", S::kErrorNotSupported, "k.head_dim"}, [](auto& p) { p.k.head_dim = p.v.head_dim = 100; p.rope.rotary_dim = 96; p.k_cache.head_stride = p.v_cache.head_stride = 100; }},
+    {{"paged-attention cache", S::kErrorNotSupported, "k_cache"}, [](auto& p) {
+      const int32_t x = layout::kv_paged_attention_x(1);
+      const layout::KvStrides ks = layout::kv_paged_attention_key_strides(16, 8, 128, x);
+      const layout::KvDimLayout kd = layout::kv_paged_attention_key_dim(16, x);
+      p.k_cache = {fake(0x100000), ks.page, ks.entry, ks.head, static_cast<const float*>(fake(0x9000)), 0,
+                   kd.chunk, kd.chunk_stride, kd.dim_stride}; }},
+    {{"k stride misaligned", S::kErrorMisalignedOperand, "k:"}, [](auto& p) { p.k.token_stride = 2052; p.v.token_stride = 2052; }},
+    {{"q heads", S::kErrorNotSupported, "rope.num_query_heads"}, [](auto& p) { p.rope.num_query_heads = 5000; }},
+    {{"null query", S::kErrorInvalidArgument, "rope.query"}, [](auto& p) { p.rope.query = nullptr; }},
+    {{"query misaligned", S::kErrorMisalignedOperand, "rope.query"}, [](auto& p) { p.rope.query = fake(0x50008); }},
+    {{"query_out stride", S::kErrorMisalignedOperand, "rope.query_out"}, [](auto& p) { p.rope.query_out = fake(0x60000); p.rope.query_out_token_stride = 4100; p.rope.query_out_head_stride = 128; }},
+    {{"in place with other strides", S::kErrorInvalidArgument, "in place"}, [](auto& p) { p.rope.query_out = p.rope.query; }},
+    {{"key_out misaligned", S::kErrorMisalignedOperand, "rope.key_out"}, [](auto& p) { p.rope.key_out = fake(0x70002); }},
+    {{"key_out in place, other strides", S::kErrorInvalidArgument, "k.data"}, [](auto& p) { p.rope.key_out = const_cast<void*>(p.k.data); p.rope.key_out_token_stride = 1024; p.rope.key_out_head_stride = 128; }},
+  });
+  // GPT-J needs a multiple of 8 (of 16 on nvfp4), K-only caches and no Q pass; positions null is
+  // no rotation at all, whatever else the struct holds.
+  PagedKvParams p = rope_params();
+  p.rope.style = RopeStyle::kGptj;
+  p.rope.rotary_dim = 24;
+  p.rope.num_query_heads = 0;
+  p.v.data = nullptr;
+  EXPECT_EQ(check(p), Status::kSuccess) << last_error_message();
+  p.rope.positions = nullptr;
+  p.rope.rotary_dim = 3;
+  EXPECT_EQ(check(p), Status::kSuccess) << last_error_message();
+}
+
 TEST(ArgumentChecks, OwnerShardingOnPagedStores) {
   expect_rejected<IndexKFp8Params>(store_index_k_fp8, fp8_params, {
     {{"owner size 0", S::kErrorInvalidArgument, "slots.owner_size"}, [](auto& p) { p.slots.owner_size = 0; }},

@@ -61,4 +61,38 @@ inline cudaError_t lean_naive_scatter(const void* k, int64_t k_row_stride, const
   return cudaGetLastError();
 }
 
+// K and V in one lean node (reshape_and_cache_flash's one launch for both): vectors of a row's
+// K, then of its V (each `width` wide, a power of two of vectors), read at k + row * row_vecs and
+// k + v_offset_vecs + row * row_vecs.
+template <typename SlotT>
+__global__ void lean_naive_kv_scatter_kernel(const uint4* __restrict__ k, int32_t row_vecs,
+                                             int32_t v_offset_vecs, const SlotT* __restrict__ slots,
+                                             uint4* __restrict__ k_cache,
+                                             uint4* __restrict__ v_cache, int32_t total_vecs,
+                                             int32_t vec_shift) {
+  const int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= total_vecs) return;
+  const int32_t row = i >> (vec_shift + 1), vec = i & ((1 << vec_shift) - 1);
+  const bool is_v = (i >> vec_shift) & 1;
+  uint4* cache = is_v ? v_cache : k_cache;
+  cache[(static_cast<int64_t>(slots[row]) << vec_shift) + vec] =
+      k[row * row_vecs + (is_v ? v_offset_vecs : 0) + vec];
+}
+
+template <typename SlotT>
+inline cudaError_t lean_naive_kv_scatter(const void* k, int64_t row_stride, int64_t v_offset,
+                                         const SlotT* slots, void* k_cache, void* v_cache,
+                                         int64_t num_tokens, int32_t width, cudaStream_t stream) {
+  int32_t shift = 0;
+  while ((8 << shift) < width) ++shift;
+  const int64_t total = num_tokens << (shift + 1);
+  if (total == 0) return cudaSuccess;
+  lean_naive_kv_scatter_kernel<SlotT>
+      <<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
+          static_cast<const uint4*>(k), static_cast<int32_t>(row_stride / 8),
+          static_cast<int32_t>(v_offset / 8), slots, static_cast<uint4*>(k_cache),
+          static_cast<uint4*>(v_cache), static_cast<int32_t>(total), shift);
+  return cudaGetLastError();
+}
+
 }  // namespace cachestore::test

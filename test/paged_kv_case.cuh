@@ -3,11 +3,13 @@
 // K and V are sliced out of one qkv-like tensor [num_tokens, width] as engines do.
 #pragma once
 
+#include <cmath>
 #include <optional>
 
 #include "cachestore/layout.h"
 #include "gpu_support.cuh"
 #include "page_table_source.cuh"
+#include "reference/conversions.h"
 #include "reference/reference.h"
 
 namespace cachestore::test {
@@ -34,6 +36,20 @@ inline const char* kv_cache_type_name(KvCacheType t) {
   return "?";
 }
 
+// RoPE in the store (RotaryEmbedding): off unless `on`.
+struct KvRope {
+  bool on = false;
+  RopeStyle style = RopeStyle::kNeox;
+  RopeRounding rounding = RopeRounding::kInputType;
+  int32_t rotary_dim = 0;          // 0: the K head dim
+  int32_t q_heads = 0;             // 0: no Q
+  bool q_out_of_place = false;     // Q into its own (poisoned) buffer, else rotated in place
+  bool key_out = false;            // the rotated K into its own (poisoned) buffer
+  KvDataType cos_sin_type = KvDataType::kFp32;
+  SlotType positions_type = SlotType::kInt64;
+  int64_t max_position = 4096;
+};
+
 struct KvShape {
   KvLayout layout = KvLayout::kNhd;
   KvCacheType cache_type = KvCacheType::kAuto;
@@ -54,6 +70,7 @@ struct KvShape {
   int64_t extra_pages = 2;         // local pages beyond what the rows need
   int64_t num_pages = 0;           // > 0: exactly this many local pages
   bool count_on_device = true;     // false: num_tokens_non_padded = nullptr
+  KvRope rope;
 };
 
 inline int64_t kv_input_bytes(KvDataType type) { return type == KvDataType::kFp32 ? 4 : 2; }
@@ -158,6 +175,26 @@ class KvCase {
     slots_ = &sc_.input(std::vector<uint8_t>(8 * b));
     if (s_.slot_type == SlotType::kPageTable) table_.emplace(sc_, b);
     if (shape.count_on_device) n_ = &sc_.input(std::vector<uint8_t>(4));
+    if (s_.rope.on) {
+      KvRope& r = s_.rope;
+      if (r.rotary_dim == 0) r.rotary_dim = s_.k_dim;
+      positions_ = &sc_.input(std::vector<uint8_t>(8 * b));
+      const int64_t cs_bytes = kv_input_bytes(r.cos_sin_type);
+      cos_sin_ = &sc_.input(std::vector<uint8_t>(cs_bytes * r.max_position * r.rotary_dim));
+      q_stride_ = static_cast<int64_t>(r.q_heads) * s_.k_dim;
+      const size_t q_bytes = static_cast<size_t>(in_bytes_ * b * q_stride_);
+      if (r.q_heads > 0) {
+        if (r.q_out_of_place) {
+          q_ = &sc_.input(std::vector<uint8_t>(q_bytes));
+          q_out_ = &sc_.output(q_bytes, kPoison, "Q out");
+        } else {
+          q_ = q_out_ = &sc_.output(q_bytes, 0, "Q (in place)");
+        }
+      }
+      if (r.key_out)
+        key_out_ = &sc_.output(static_cast<size_t>(in_bytes_ * b * s_.heads * s_.k_dim), kPoison,
+                               "K out");
+    }
     diagnostics_ = &sc_.output(sizeof(Diagnostics), 0, "diagnostics");
   }
 
@@ -201,6 +238,63 @@ class KvCase {
     input_->host = as_bytes(v);
   }
   void set_input(const std::vector<uint16_t>& values) { input_->host = as_bytes(values); }
+
+  // RoPE operands: a cos/sin cache of true angles (pos * 10000^(-2i / rotary_dim)) in its type,
+  // Q random like K (uploaded: in place it is an output), and real rows' positions random in
+  // the cache with 0, the last one and, when `faults`, one below and one past the cache; padded
+  // rows hold garbage positions.
+  void randomize_rope(std::mt19937_64& rng, int64_t real_rows, bool faults) {
+    if (!s_.rope.on) return;
+    const KvRope& r = s_.rope;
+    const int32_t half = r.rotary_dim / 2;
+    std::vector<uint8_t> cs(cos_sin_->host.size());
+    const int64_t cs_bytes = kv_input_bytes(r.cos_sin_type);
+    for (int64_t pos = 0; pos < r.max_position; ++pos) {
+      for (int32_t i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(pos) * std::pow(10000.0, -2.0 * i / r.rotary_dim);
+        const float v[2] = {static_cast<float>(std::cos(angle)), static_cast<float>(std::sin(angle))};
+        for (int k = 0; k < 2; ++k) {
+          uint8_t* at = cs.data() + cs_bytes * (pos * r.rotary_dim + k * half + i);
+          if (r.cos_sin_type == KvDataType::kFp32) {
+            std::memcpy(at, &v[k], 4);
+          } else {
+            const uint16_t bits = r.cos_sin_type == KvDataType::kBf16
+                                      ? reference::bf16_bits_rn(v[k])
+                                      : reference::fp16_bits_rn(v[k]);
+            std::memcpy(at, &bits, 2);
+          }
+        }
+      }
+    }
+    cos_sin_->host = std::move(cs);
+    std::vector<int64_t> positions(static_cast<size_t>(s_.num_tokens));
+    std::uniform_int_distribution<int64_t> any(0, r.max_position - 1);
+    for (int64_t i = 0; i < s_.num_tokens; ++i)
+      positions[i] = i < real_rows ? any(rng) : static_cast<int64_t>(rng() >> 1) - (int64_t{1} << 62);
+    if (real_rows > 0) positions[0] = 0;
+    if (real_rows > 1) positions[real_rows - 1] = r.max_position - 1;
+    if (faults && real_rows > 4) {
+      positions[1] = -1;
+      positions[3] = r.max_position;
+    }
+    set_positions(positions);
+    if (q_ != nullptr) {
+      std::vector<uint8_t> q;
+      if (s_.input_type == KvDataType::kFp32) {
+        q = random_f32_values(rng, s_.num_tokens * q_stride_);
+      } else {
+        q = as_bytes(random_kv_values(rng, s_.num_tokens, q_stride_, s_.input_type));
+      }
+      q_->host = std::move(q);
+      q_->upload();
+    }
+  }
+  void set_positions(const std::vector<int64_t>& positions) {
+    positions_->host = slots_as_bytes(positions, s_.rope.positions_type);
+  }
+  Mirror* query() { return q_out_; }
+  Mirror& rope_cos_sin() { return *cos_sin_; }
+  Mirror& rope_positions() { return *positions_; }
   // Scales in [0.004, 0.5) (one per head; per-tensor uses the first); nvfp4's global scales in
   // [2^-14, 2), so that the block scales of the rows' magnitudes (2^-11 .. 2^11) run from e4m3
   // subnormals to saturation.
@@ -283,6 +377,35 @@ class KvCase {
                    v_block_strides_.entry, v_block_strides_.head};
     }
     p.launch = launch;
+    if (s_.rope.on) {
+      const KvRope& r = s_.rope;
+      RotaryEmbedding& e = p.rope;
+      e.positions = positions_->ptr(side);
+      e.positions_type = r.positions_type;
+      e.cos_sin_cache = cos_sin_->ptr(side);
+      e.cos_sin_type = r.cos_sin_type;
+      e.cos_sin_stride = r.rotary_dim;
+      e.max_position = r.max_position;
+      e.rotary_dim = r.rotary_dim;
+      e.style = r.style;
+      e.rounding = r.rounding;
+      e.num_query_heads = r.q_heads;
+      if (q_ != nullptr) {
+        e.query = q_->ptr(side);
+        e.query_token_stride = q_stride_;
+        e.query_head_stride = s_.k_dim;
+        if (r.q_out_of_place) {
+          e.query_out = q_out_->ptr(side);
+          e.query_out_token_stride = q_stride_;
+          e.query_out_head_stride = s_.k_dim;
+        }
+      }
+      if (key_out_ != nullptr) {
+        e.key_out = key_out_->ptr(side);
+        e.key_out_token_stride = static_cast<int64_t>(s_.heads) * s_.k_dim;
+        e.key_out_head_stride = s_.k_dim;
+      }
+    }
     return p;
   }
 
@@ -300,6 +423,9 @@ class KvCase {
   Mirror *k_scale_ = nullptr, *v_scale_ = nullptr, *slots_ = nullptr, *n_ = nullptr;
   Mirror* diagnostics_ = nullptr;
   std::optional<PageTableSource> table_;
+  Mirror *positions_ = nullptr, *cos_sin_ = nullptr, *q_ = nullptr, *q_out_ = nullptr;
+  Mirror* key_out_ = nullptr;
+  int64_t q_stride_ = 0;
 };
 
 }  // namespace cachestore::test

@@ -53,6 +53,9 @@ struct Diagnostics {
   unsigned long long out_of_range_slots;     // real rows (i < n) whose slot >= capacity, or
                                              // whose page-table lookup fails
   unsigned long long negative_token_counts;  // launches that read n < 0 (treated as 0)
+  unsigned long long out_of_range_positions; // real rows of a rotating store (RotaryEmbedding)
+                                             // whose position is outside the cos/sin cache;
+                                             // written by such stores only
 };
 
 // The padded batch: the same for every cache a call writes.
@@ -232,6 +235,56 @@ struct KvCacheView {
   int64_t block_scale_head_stride = 0;
 };
 
+// RoPE fused into store_paged_kv: K is rotated before it is stored (and before quantization),
+// Q (optionally) in the same launch, both in vLLM's and FlashInfer's convention:
+//   cos = cos_sin_cache[pos][i], sin = cos_sin_cache[pos][rotary_dim / 2 + i],
+//   NeoX pairs (d, d + rotary_dim / 2), GPT-J pairs (2i, 2i + 1), i < rotary_dim / 2,
+//   x' = x cos - y sin, y' = y cos + x sin; d >= rotary_dim passes unrotated.
+// A row is rotated and stored only when it is real (i < n) and 0 <= pos < max_position; a real
+// row with any other position writes nothing (no K, V, Q or key_out) and counts in
+// Diagnostics::out_of_range_positions. positions[i] is read for every row of the padded batch, as
+// a slot is; a padded row reads no cos/sin entry and writes nothing. Q and key_out of a real row
+// are written whatever its slot (another owner's page, the reserved slot, out of range): they
+// serve attention on every rank, not the cache. The rotated values are rounded to the input type
+// (the value the engines' rotary kernel hands their cache write), then stored as the cache type
+// stores any input. docs/layouts.md gives the rounding of each option.
+enum class RopeStyle : int32_t { kNeox = 0, kGptj = 1 };
+enum class RopeRounding : int32_t {
+  // vLLM rotary_embedding: 16-bit inputs round each product and the sum to the input type, and
+  // cos / sin are first rounded to it (vLLM holds the cache in the query's dtype).
+  kInputType = 0,
+  // FlashInfer apply_rope_with_cos_sin_cache: fp32 arithmetic, fma(x, cos, -(y sin)), one
+  // rounding to the input type.
+  kFp32 = 1,
+};
+
+struct RotaryEmbedding {
+  const void* positions = nullptr;         // device [num_tokens]; nullptr: no rotation
+  SlotType positions_type = SlotType::kInt64;  // kInt32 | kInt64
+  const void* cos_sin_cache = nullptr;     // device [max_position, >= rotary_dim], 16-byte
+                                           // aligned rows
+  KvDataType cos_sin_type = KvDataType::kFp32;
+  int64_t cos_sin_stride = 0;              // elements between positions (0: rotary_dim)
+  int64_t max_position = 0;
+  int32_t rotary_dim = 0;                  // even, <= k.head_dim; NeoX a multiple of 16 (nvfp4:
+                                           // 32), GPT-J of 8 (nvfp4: 16)
+  RopeStyle style = RopeStyle::kNeox;
+  RopeRounding rounding = RopeRounding::kInputType;
+  // Optional Q, of input_type and K's head dim: rotated into query_out (nullptr: in place).
+  int32_t num_query_heads = 0;             // 0: no Q
+  void* query = nullptr;                   // device [num_tokens, num_query_heads, head_dim]
+  int64_t query_token_stride = 0;          // elements
+  int64_t query_head_stride = 0;
+  void* query_out = nullptr;
+  int64_t query_out_token_stride = 0;
+  int64_t query_out_head_stride = 0;
+  // Optional rotated K of input_type (e.g. k.data itself: vLLM's in-place key), for attention
+  // kernels that read the new keys from a tensor; nullptr: K is rotated into the cache only.
+  void* key_out = nullptr;
+  int64_t key_out_token_stride = 0;
+  int64_t key_out_head_stride = 0;
+};
+
 struct PagedKvParams {
   Batch batch;
   SlotMapping slots;             // owner sharding applies (page g = slot / page_size)
@@ -245,6 +298,9 @@ struct PagedKvParams {
   KvCacheView k_cache;
   KvCacheView v_cache;
   LaunchOptions launch;
+  // RoPE in the same launch (positions != nullptr): the 16-byte kernel's layouts only (d
+  // contiguous, 16-byte aligned vectors, D a multiple of 8; nvfp4 as it requires).
+  RotaryEmbedding rope;
 };
 CACHESTORE_EXPORT Status store_paged_kv(const PagedKvParams& params, cudaStream_t stream);
 

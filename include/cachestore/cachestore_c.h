@@ -47,7 +47,8 @@ CACHESTORE_EXPORT cachestore_status_t cachestore_query_device(int32_t device, in
 /* Common arguments of every store:
  *   num_tokens             rows in the padded batch (host)
  *   num_tokens_non_padded  device int32[1], real rows n read at run time; NULL = all rows
- *   diagnostics            device uint64[2] {out_of_range_slots, negative_token_counts}; NULL ok
+ *   diagnostics            device uint64[2] {out_of_range_slots, negative_token_counts}, [3]
+ *                          with out_of_range_positions for a store with RoPE; NULL ok
  *   slot_mapping           device int32 or int64 [num_tokens] (slot_type)
  *   reserved_slot          a slot never written (e.g. 0), or -1 for none
  *   enable_pdl             nonzero: programmatic dependent launch on sm_90+ */
@@ -134,7 +135,7 @@ typedef struct cachestore_page_table_t {
   int32_t enable_pdl;                  /* nonzero: programmatic dependent launch, sm_90+ */ \
   int64_t num_tokens;                  /* rows in the padded batch */                       \
   const int32_t* num_tokens_non_padded; /* device [1] or NULL (all rows real) */           \
-  void* diagnostics                    /* device uint64[2] or NULL */
+  void* diagnostics                    /* device uint64[2] ([3] with RoPE) or NULL */
 
 typedef struct cachestore_index_k_bf16_params_t {
   CACHESTORE_BATCH_FIELDS;
@@ -222,6 +223,26 @@ typedef struct cachestore_block_scales_t {
   int64_t head_stride;
 } cachestore_block_scales_t;
 
+/* RoPE fused into store_paged_kv (cachestore.h RotaryEmbedding); positions NULL: no rotation.
+ * Strides in elements of the input type (cos_sin_stride: of cos_sin_type; 0 = rotary_dim). */
+enum { CACHESTORE_ROPE_NEOX = 0, CACHESTORE_ROPE_GPTJ = 1 };
+enum { CACHESTORE_ROPE_ROUND_INPUT_TYPE = 0, CACHESTORE_ROPE_ROUND_FP32 = 1 };
+typedef struct cachestore_rope_t {
+  const void* positions;  /* device [num_tokens] */
+  int32_t positions_type; /* CACHESTORE_SLOT_INT32 | _INT64 */
+  int32_t cos_sin_type;   /* CACHESTORE_KV_BF16 | _FP16 | _FP32 */
+  const void* cos_sin_cache;
+  int64_t cos_sin_stride;
+  int64_t max_position;
+  int32_t rotary_dim;
+  int32_t style;          /* CACHESTORE_ROPE_NEOX | _GPTJ */
+  int32_t rounding;       /* CACHESTORE_ROPE_ROUND_* */
+  int32_t num_query_heads;
+  void* query; int64_t query_token_stride; int64_t query_head_stride;
+  void* query_out; int64_t query_out_token_stride; int64_t query_out_head_stride; /* NULL: in place */
+  void* key_out; int64_t key_out_token_stride; int64_t key_out_head_stride;       /* NULL: none */
+} cachestore_rope_t;
+
 typedef struct cachestore_paged_kv_params_t {
   CACHESTORE_BATCH_FIELDS;
   cachestore_slots_t slots;
@@ -246,6 +267,8 @@ typedef struct cachestore_paged_kv_params_t {
    * sides' scale is then the global decode scale. */
   cachestore_block_scales_t k_block_scales;
   cachestore_block_scales_t v_block_scales;
+  /* Appended in 0.8 (512 bytes): RoPE in the same launch. */
+  cachestore_rope_t rope;
 } cachestore_paged_kv_params_t;
 
 CACHESTORE_EXPORT cachestore_status_t cachestore_store_index_k_bf16_v2(

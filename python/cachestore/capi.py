@@ -24,6 +24,8 @@ FP4_TIES_TO_EVEN, FP4_TIES_TOWARD_ZERO = 0, 1
 INDEX_K_FP8, INDEX_K_FP4 = 0, 1
 KV_BF16, KV_FP16, KV_FP32 = 0, 1, 2
 KV_CACHE_AUTO, KV_CACHE_FP8_E4M3, KV_CACHE_FP8_E5M2, KV_CACHE_NVFP4 = 0, 1, 2, 3
+ROPE_NEOX, ROPE_GPTJ = 0, 1
+ROPE_ROUND_INPUT_TYPE, ROPE_ROUND_FP32 = 0, 1
 
 
 class Slots(ctypes.Structure):
@@ -94,6 +96,17 @@ class BlockScales(ctypes.Structure):
     _fields_ = [("data", vp), ("page_stride", i64), ("entry_stride", i64), ("head_stride", i64)]
 
 
+class Rope(ctypes.Structure):
+    """RoPE fused into store_paged_kv (cachestore_rope_t); positions NULL: no rotation."""
+    _fields_ = [("positions", vp), ("positions_type", i32), ("cos_sin_type", i32),
+                ("cos_sin_cache", vp), ("cos_sin_stride", i64), ("max_position", i64),
+                ("rotary_dim", i32), ("style", i32), ("rounding", i32), ("num_query_heads", i32),
+                ("query", vp), ("query_token_stride", i64), ("query_head_stride", i64),
+                ("query_out", vp), ("query_out_token_stride", i64),
+                ("query_out_head_stride", i64), ("key_out", vp), ("key_out_token_stride", i64),
+                ("key_out_head_stride", i64)]
+
+
 class PagedKvParams(_Params):
     _fields_ = _BATCH + [("slots", Slots), ("num_heads", i32), ("input_type", i32),
                          ("cache_type", i32), ("page_size", i32), ("num_pages", i64),
@@ -101,7 +114,7 @@ class PagedKvParams(_Params):
                          ("k_chunk_stride", i64), ("v_chunk_stride", i64),
                          ("k_dim_stride", i64), ("v_dim_stride", i64),
                          ("page_table", PageTable), ("k_block_scales", BlockScales),
-                         ("v_block_scales", BlockScales)]
+                         ("v_block_scales", BlockScales), ("rope", Rope)]
 
 
 class MlaLayoutInfo(_Params):

@@ -24,6 +24,9 @@ Status launch_mla(const FusedStoreParams& p, const ArchInfo& arch, cudaStream_t 
 // store_paged_kv for one cache type (instantiations/paged_kv_<type>.cu).
 template <KvCacheType kCache>
 Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_t stream);
+// ... with RoPE fused (instantiations/paged_kv_rope_<type>.cu).
+template <KvCacheType kCache>
+Status launch_paged_kv_rope(const PagedKvParams& p, const ArchInfo& arch, cudaStream_t stream);
 
 // f(std::integral_constant<Enum, value>{}) for the run-time `value`, one of the kCount entries of
 // its layout table (the caller has checked it).

@@ -60,6 +60,59 @@ inline kernels::BlockScaleArgs block_scale_args(const PagedKvParams& p) {
   return {side(p.k_cache), p.v.data != nullptr ? side(p.v_cache) : kernels::BlockScaleSide{}};
 }
 
+// The kernel arguments of a launch at `width` values a thread (the rotating kernel then turns
+// K's vectors into its units).
+inline kernels::PagedKvArgs paged_kv_args(const PagedKvParams& p, int32_t width) {
+  const bool has_v = p.v.data != nullptr;
+  const int32_t k_vecs = p.num_heads * (p.k.head_dim / width);
+  const int32_t vecs = k_vecs + (has_v ? p.num_heads * (p.v.head_dim / width) : 0);
+  const bool pow2_page = (p.page_size & (p.page_size - 1)) == 0;
+  return {slot_args(p.slots, p.num_pages * p.page_size),
+          kv_side_args(p.k, p.k_cache, width),
+          has_v ? kv_side_args(p.v, p.v_cache, width) : kernels::KvSideArgs{},
+          k_vecs,
+          vecs,
+          pow2_page ? log2_exact(p.page_size) : -1,
+          kernels::FastDivmod::make(static_cast<uint32_t>(p.page_size)),
+          kv_dim_args(p.k_cache),
+          has_v ? kv_dim_args(p.v_cache) : kernels::KvDimArgs{-1, 0, 0, 1},
+          width,
+          0};
+}
+
+// The grid and block of `vecs` threads a row, from the policy.
+inline Status paged_kv_grid(const PagedKvParams& p, const ArchInfo& arch, int32_t vecs,
+                            dim3* grid, dim3* block) {
+  const tuning::PagedKvShape shape =
+      tuning::paged_kv_shape(arch.policy, p.batch.num_tokens, vecs, arch.sm_count);
+  const int32_t bx = shape.vectors_per_block_row;
+  CACHESTORE_RETURN_IF_ERROR(grid_for_rows(p.batch.num_tokens, shape.rows_per_block, grid));
+  grid->y = static_cast<unsigned>((vecs + bx - 1) / bx);
+  *block = dim3(bx, shape.rows_per_block);
+  return Status::kSuccess;
+}
+
+// f(integral_constant<KvDataType, kIn>, pdl constant, SlotT{}) for the launch's input type, PDL
+// and slot type. kDecodes: the kernel computes on the values (fp8 and nvfp4 caches, RoPE);
+// otherwise it copies bits of their width, so any 16-bit type runs as bf16.
+template <bool kDecodes, typename F>
+Status with_paged_kv_kernel(const PagedKvParams& p, bool pdl, F&& f) {
+  const auto for_input = [&](auto input) {
+    return with_pdl(pdl, [&](auto pdl_constant) {
+      return with_slot_type(p.slots.type,
+                            [&](auto slot) { return f(input, pdl_constant, slot); });
+    });
+  };
+  using Input = KvDataType;
+  if (p.input_type == Input::kFp32)
+    return for_input(std::integral_constant<Input, Input::kFp32>{});
+  if constexpr (kDecodes) {
+    if (p.input_type == Input::kFp16)
+      return for_input(std::integral_constant<Input, Input::kFp16>{});
+  }
+  return for_input(std::integral_constant<Input, Input::kBf16>{});
+}
+
 template <KvCacheType kCache>
 Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_t stream) {
   const bool has_v = p.v.data != nullptr;
@@ -79,61 +132,27 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
                           (!has_v || kv_side_takes(p.v, p.v_cache, in_bytes, cache_bytes, width))))
       width /= 2;
   }
-  const int32_t k_vecs = p.num_heads * (p.k.head_dim / width);
-  const int32_t vecs = k_vecs + (has_v ? p.num_heads * (p.v.head_dim / width) : 0);
-  const bool pow2_page = (p.page_size & (p.page_size - 1)) == 0;
-  const kernels::PagedKvArgs args{
-      slot_args(p.slots, p.num_pages * p.page_size),
-      kv_side_args(p.k, p.k_cache, width),
-      has_v ? kv_side_args(p.v, p.v_cache, width) : kernels::KvSideArgs{},
-      k_vecs,
-      vecs,
-      pow2_page ? log2_exact(p.page_size) : -1,
-      kernels::FastDivmod::make(static_cast<uint32_t>(p.page_size)),
-      kv_dim_args(p.k_cache),
-      has_v ? kv_dim_args(p.v_cache) : kernels::KvDimArgs{-1, 0, 0, 1},
-      width,
-      0};
-
-  const tuning::PagedKvShape shape =
-      tuning::paged_kv_shape(arch.policy, p.batch.num_tokens, vecs, arch.sm_count);
-  const int32_t bx = shape.vectors_per_block_row;
-  dim3 grid;
-  CACHESTORE_RETURN_IF_ERROR(grid_for_rows(p.batch.num_tokens, shape.rows_per_block, &grid));
-  grid.y = static_cast<unsigned>((vecs + bx - 1) / bx);
-  const dim3 block(bx, shape.rows_per_block);
-
+  const kernels::PagedKvArgs args = paged_kv_args(p, width);
+  dim3 grid, block;
+  CACHESTORE_RETURN_IF_ERROR(paged_kv_grid(p, arch, args.vecs_per_token, &grid, &block));
   const bool pdl = use_pdl(p.launch, arch);
   const kernels::GuardArgs guard = guard_args(p.batch, pdl, grid, arch);
   const kernels::PageTableArgs table = page_table_args(p.slots, p.page_size);
-  const auto launch_for_input = [&](auto input) {
+  return with_paged_kv_kernel<kCache != KvCacheType::kAuto>(p, pdl, [&](auto input, auto pdl_constant, auto slot) {
     constexpr KvDataType kIn = decltype(input)::value;
-    return with_pdl(pdl, [&](auto pdl_constant) {
-      constexpr bool kPdl = decltype(pdl_constant)::value;
-      return with_slot_type(p.slots.type, [&](auto slot) {
-        using SlotT = decltype(slot);
-        if constexpr (kNvfp4) {
-          return launch_store(kernels::paged_kv_nvfp4_kernel<SlotT, kIn, kPdl>, grid, block,
-                              stream, pdl_constant, guard, args, table, block_scale_args(p));
-        } else {
-          if (fast)
-            return launch_store(kernels::paged_kv_kernel<SlotT, kCache, kIn, kPdl>, grid, block,
-                                stream, pdl_constant, guard, args, table);
-          return launch_store(kernels::paged_kv_general_kernel<SlotT, kCache, kIn, kPdl>, grid,
-                              block, stream, pdl_constant, guard, args, table);
-        }
-      });
-    });
-  };
-  using Input = KvDataType;
-  if (p.input_type == Input::kFp32)
-    return launch_for_input(std::integral_constant<Input, Input::kFp32>{});
-  // An auto cache copies bits: which 16-bit type does not matter.
-  if constexpr (kCache != KvCacheType::kAuto) {
-    if (p.input_type == Input::kFp16)
-      return launch_for_input(std::integral_constant<Input, Input::kFp16>{});
-  }
-  return launch_for_input(std::integral_constant<Input, Input::kBf16>{});
+    constexpr bool kPdl = decltype(pdl_constant)::value;
+    using SlotT = decltype(slot);
+    if constexpr (kNvfp4) {
+      return launch_store(kernels::paged_kv_nvfp4_kernel<SlotT, kIn, kPdl>, grid, block, stream,
+                          pdl_constant, guard, args, table, block_scale_args(p));
+    } else {
+      if (fast)
+        return launch_store(kernels::paged_kv_kernel<SlotT, kCache, kIn, kPdl>, grid, block,
+                            stream, pdl_constant, guard, args, table);
+      return launch_store(kernels::paged_kv_general_kernel<SlotT, kCache, kIn, kPdl>, grid,
+                          block, stream, pdl_constant, guard, args, table);
+    }
+  });
 }
 
 }  // namespace cachestore::detail

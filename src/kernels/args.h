@@ -174,4 +174,34 @@ struct BlockScaleArgs {
   BlockScaleSide v;
 };
 
+// store_paged_kv with RoPE: the rotation's operands, a trailing parameter of the rotating
+// kernels only. A unit is what one thread rotates and stores: NeoX, a pair of vectors (d and
+// d + rotary_dim / 2) below rotary_dim / 2, else one vector; GPT-J, one vector. Vector u of a head
+// covers d in [kW u, kW u + kW).
+struct RopeArgs {
+  const void* positions;        // device [num_tokens] int32 | int64
+  const uint8_t* cos_sin;       // device [max_position, cos_sin_stride] of cos_sin_type
+  int64_t cos_sin_stride;       // bytes
+  int64_t max_position;
+  int32_t half_rot;             // rotary_dim / 2: the sin offset and NeoX's partner (elements)
+  int32_t pair_units;           // NeoX: rotary_dim / (2 kW) units that are pairs; GPT-J: 0
+  int32_t rotated_units;        // units that rotate: NeoX pair_units, GPT-J rotary_dim / kW
+  uint8_t positions_int64;
+  uint8_t cos_sin_type;         // KvDataType
+  uint8_t input_rounding;       // RopeRounding::kInputType
+  uint8_t pad0;
+  // Q: units j >= q_begin of a row, q_units_per_head of them a head.
+  int32_t q_begin;
+  FastDivmod q_units_per_head;
+  const uint8_t* q;             // element strides of the input type
+  int64_t q_token_stride;
+  int64_t q_head_stride;
+  uint8_t* q_out;               // == q: in place (the unrotated vectors are not written)
+  int64_t q_out_token_stride;
+  int64_t q_out_head_stride;
+  uint8_t* k_out;               // nullptr: none; == the K input: in place
+  int64_t k_out_token_stride;
+  int64_t k_out_head_stride;
+};
+
 }  // namespace cachestore::kernels

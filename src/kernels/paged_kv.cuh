@@ -77,6 +77,40 @@ __device__ __forceinline__ int64_t dim_offset(const KvDimArgs& l, int64_t d) {
          (d & ((int64_t{1} << l.chunk_shift) - 1)) * l.dim_stride;
 }
 
+// A vector of kW input values (the 16-byte vectors x) into its cache entry at (pos, head, vector
+// vec): auto copies it, fp8 quantizes it, nvfp4 (kW = 16) writes its 8 code bytes and its scale
+// byte (bs). d contiguous and aligned (the 16-byte kernel's caches).
+template <int kW, KvCacheType kCache, KvDataType kIn, int kLoads>
+__device__ __forceinline__ void store_kv_vector(const KvSideArgs& side, const BlockScaleSide bs,
+                                                const PagePosition& pos, uint32_t head,
+                                                uint32_t vec, const uint4 (&x)[kLoads],
+                                                float scale) {
+  using In = KvElement<kIn>;
+  if constexpr (kCache == KvCacheType::kNvfp4) {
+    static_assert(kW == 16, "nvfp4: one 16-value block");
+    float v[16];
+    decode_values<kIn>(x, v);
+    const Nvfp4Block q = nvfp4_block(v, scale);
+    *reinterpret_cast<uint2*>(side.cache + layout::kv_element_offset(
+                                               side.cache_strides, pos.local_page, pos.in_page,
+                                               head, 8 * vec)) = q.codes;
+    bs.scales[layout::kv_element_offset(bs.strides, pos.local_page, pos.in_page, head, vec)] =
+        q.scale;
+  } else {
+    static_assert(kW == 8, "8 values: one 16-byte input vector (two for fp32)");
+    const int64_t element =
+        layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 8 * vec);
+    if constexpr (kCache == KvCacheType::kAuto) {
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i) store_vec(side.cache + sizeof(In) * element + 16 * i, x[i]);
+    } else {
+      float v[8];
+      decode_values<kIn>(x, v);
+      *reinterpret_cast<uint2*>(side.cache + element) = kv_fp8<kCache>(v, scale);
+    }
+  }
+}
+
 // One thread's vector of kW values, from its row's guard to its store. kFast: the 16-byte
 // kernel (kW = 8; 16-byte loads; d contiguous, aligned: one store); else the general kernel's
 // (loads of kW values; a store per contiguous vector, or per value).
@@ -119,28 +153,10 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
   const int64_t slot = sources.template load_slot<kPdl>(n);
   const PagePosition pos = position_of(a, slot);
   if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, j == 0)) return;
-  if constexpr (kCache == KvCacheType::kNvfp4) {
-    static_assert(kFast && kW == 16, "nvfp4: one 16-value block a thread");
-    float v[16];
-    decode_values<kIn>(x, v);
-    const Nvfp4Block q = nvfp4_block(v, scale);
-    *reinterpret_cast<uint2*>(side.cache + layout::kv_element_offset(
-                                               side.cache_strides, pos.local_page, pos.in_page,
-                                               head, 8 * vec)) = q.codes;
-    const BlockScaleSide& bs = is_v ? block_scales.v : block_scales.k;
-    bs.scales[layout::kv_element_offset(bs.strides, pos.local_page, pos.in_page, head, vec)] =
-        q.scale;
-  } else if constexpr (kFast) {
-    const int64_t element =
-        layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 8 * vec);
-    if constexpr (kCache == KvCacheType::kAuto) {
-#pragma unroll
-      for (int i = 0; i < kLoads; ++i) store_vec(side.cache + sizeof(In) * element + 16 * i, x[i]);
-    } else {
-      float v[8];
-      decode_values<kIn>(x, v);
-      *reinterpret_cast<uint2*>(side.cache + element) = kv_fp8<kCache>(v, scale);
-    }
+  if constexpr (kFast) {
+    static_assert(kCache != KvCacheType::kNvfp4 || kW == 16, "nvfp4: one 16-value block a thread");
+    store_kv_vector<kW, kCache, kIn>(side, is_v ? block_scales.v : block_scales.k, pos, head, vec,
+                                     x, scale);
   } else {
     In values[kW];
     memcpy(values, x, sizeof values);

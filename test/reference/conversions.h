@@ -82,6 +82,34 @@ CACHESTORE_HOST_DEVICE inline float fp16_bits_to_float(uint16_t h) {
   return f;
 }
 
+// fp32 -> bf16 bits, round to nearest even (cvt.rn.bf16.f32); a NaN gives the canonical 0x7FFF.
+CACHESTORE_HOST_DEVICE inline uint16_t bf16_bits_rn(float x) {
+  const uint32_t u = float_to_bits(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fff;
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// fp32 -> IEEE binary16 bits, round to nearest even (cvt.rn.f16.f32): overflow to infinity,
+// subnormals, a NaN giving the canonical 0x7FFF.
+CACHESTORE_HOST_DEVICE inline uint16_t fp16_bits_rn(float x) {
+  const uint32_t u = float_to_bits(x);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return 0x7fff;
+  if (a >= 0x477ff000u) return sign | 0x7c00;  // >= 65520 (the tie above 65504) and Inf
+  if (a < 0x38800000u) {  // below 2^-14: a multiple of 2^-24, by integer rounding
+    const uint32_t exp = a >> 23;
+    if (exp < 102) return sign;  // below 2^-25: rounds to zero
+    const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - exp;  // value = mant * 2^(exp - 150), in units of 2^-24
+    const uint32_t q = mant >> shift, rest = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    return sign | static_cast<uint16_t>(q + (rest > half || (rest == half && (q & 1u))));
+  }
+  const uint32_t h = ((((a >> 23) - 112) << 10) | ((a >> 13) & 0x3ffu));
+  const uint32_t rest = a & 0x1fffu;
+  return sign | static_cast<uint16_t>(h + (rest > 0x1000u || (rest == 0x1000u && (h & 1u))));
+}
+
 // One lane of cvt.rp.satfinite.ue8m0x2.f32: 2^ceil(log2|x|) as a biased exponent byte.
 // NaN -> 0xFF; |x| > 2^127 (incl. Inf) saturates to 0xFE; |x| <= 2^-127 (incl. 0) -> 0x00.
 // The sign is ignored, as cuda_fp8.h's emulation does (scales are never negative here).

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "cachestore/layout.h"
 #include "conversions.h"
@@ -358,7 +359,151 @@ void store_kv_side(const PagedKvParams& p, const KvInput& in, const KvCacheView&
 }
 }  // namespace
 
+namespace {
+// RoPE (cachestore.h RotaryEmbedding), value by value from the contract's formula.
+float input_value(KvDataType t, const uint8_t* p) {
+  if (t == KvDataType::kFp32) {
+    float x;
+    std::memcpy(&x, p, 4);
+    return x;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return t == KvDataType::kBf16 ? bf16_bits_to_float(bits) : fp16_bits_to_float(bits);
+}
+void write_input_value(KvDataType t, float x, uint8_t* p) {
+  if (t == KvDataType::kFp32) {
+    if (std::isnan(x)) {  // the device's canonical NaN
+      const uint32_t nan = 0x7fffffffu;
+      std::memcpy(p, &nan, 4);
+    } else {
+      std::memcpy(p, &x, 4);
+    }
+    return;
+  }
+  const uint16_t bits = t == KvDataType::kBf16 ? bf16_bits_rn(x) : fp16_bits_rn(x);
+  std::memcpy(p, &bits, 2);
+}
+float round_to(KvDataType t, float x) {
+  if (t == KvDataType::kFp32) return x;
+  return t == KvDataType::kBf16 ? bf16_bits_to_float(bf16_bits_rn(x))
+                                : fp16_bits_to_float(fp16_bits_rn(x));
+}
+
+// x cos - y sin (first) or y cos + x sin, own the value rotated and partner the other of its
+// pair. kInputType on 16-bit inputs: each product and the sum rounded to the input type (vLLM);
+// otherwise fma(own, cos, -+(partner sin)) in fp32, then one rounding (FlashInfer; vLLM's fp32).
+float rotate(KvDataType t, bool input_rounding, float own, float partner, float c, float s,
+             bool first) {
+  if (t != KvDataType::kFp32 && input_rounding) {
+    const float a = round_to(t, own * c);
+    const float b = round_to(t, partner * s);
+    return round_to(t, first ? a - b : a + b);
+  }
+  const float b = partner * s;
+  return round_to(t, std::fma(own, c, first ? -b : b));
+}
+
+int64_t rope_position(const RotaryEmbedding& r, int64_t row) {
+  return r.positions_type == SlotType::kInt64 ? static_cast<const int64_t*>(r.positions)[row]
+                                              : static_cast<const int32_t*>(r.positions)[row];
+}
+
+// One head of `head_dim` input values at src rotated to dst (which may be src).
+void rotate_head(const PagedKvParams& p, int64_t position, const uint8_t* src, uint8_t* dst) {
+  const RotaryEmbedding& r = p.rope;
+  const KvDataType t = p.input_type;
+  const int64_t bytes = t == KvDataType::kFp32 ? 4 : 2;
+  const int64_t cs_bytes = r.cos_sin_type == KvDataType::kFp32 ? 4 : 2;
+  const int64_t stride = r.cos_sin_stride == 0 ? r.rotary_dim : r.cos_sin_stride;
+  const auto* row = static_cast<const uint8_t*>(r.cos_sin_cache) + position * stride * cs_bytes;
+  const bool input_rounding = r.rounding == RopeRounding::kInputType;
+  std::vector<uint8_t> out(src, src + bytes * p.k.head_dim);  // d >= rotary_dim: as it is
+  const int32_t half = r.rotary_dim / 2;
+  for (int32_t i = 0; i < half; ++i) {
+    float c = input_value(r.cos_sin_type, row + cs_bytes * i);
+    float s = input_value(r.cos_sin_type, row + cs_bytes * (half + i));
+    if (input_rounding) {
+      c = round_to(t, c);
+      s = round_to(t, s);
+    }
+    const int32_t a = r.style == RopeStyle::kNeox ? i : 2 * i;
+    const int32_t b = r.style == RopeStyle::kNeox ? i + half : 2 * i + 1;
+    const float x = input_value(t, src + bytes * a), y = input_value(t, src + bytes * b);
+    write_input_value(t, rotate(t, input_rounding, x, y, c, s, true), out.data() + bytes * a);
+    write_input_value(t, rotate(t, input_rounding, y, x, c, s, false), out.data() + bytes * b);
+  }
+  std::memcpy(dst, out.data(), out.size());
+}
+
+// Rows real (i < n) with a position in the cos/sin cache: rotated and stored; the other real
+// rows counted. Their Q and key_out whatever their slot; K rotated before store_kv_side.
+void store_paged_kv_rope(const PagedKvParams& p) {
+  const RotaryEmbedding& r = p.rope;
+  const int64_t rows = p.batch.num_tokens;
+  int64_t n = rows;
+  if (p.batch.num_tokens_non_padded != nullptr)
+    n = detail::clamp_token_count(*p.batch.num_tokens_non_padded, rows);
+  const int64_t bytes = p.input_type == KvDataType::kFp32 ? 4 : 2;
+  std::vector<bool> rotated(static_cast<size_t>(rows), false);
+  for (int64_t row = 0; row < n; ++row) {
+    const int64_t pos = rope_position(r, row);
+    rotated[row] = pos >= 0 && pos < r.max_position;
+    if (!rotated[row] && p.batch.diagnostics != nullptr)
+      ++p.batch.diagnostics->out_of_range_positions;
+  }
+  // K rotated into a copy with K's strides (the caches are written from it).
+  const int64_t k_extent =
+      rows == 0 ? 0
+                : (rows - 1) * p.k.token_stride + (p.num_heads - 1) * p.k.head_stride +
+                      p.k.head_dim;
+  std::vector<uint8_t> k(static_cast<const uint8_t*>(p.k.data),
+                         static_cast<const uint8_t*>(p.k.data) + bytes * k_extent);
+  const auto head_at = [&](auto* base, int64_t row, int64_t head, int64_t token_stride,
+                           int64_t head_stride) {
+    return base + bytes * (row * token_stride + head * head_stride);
+  };
+  for (int64_t row = 0; row < rows; ++row) {
+    if (!rotated[row]) continue;
+    const int64_t pos = rope_position(r, row);
+    for (int32_t h = 0; h < p.num_heads; ++h) {
+      uint8_t* kh = head_at(k.data(), row, h, p.k.token_stride, p.k.head_stride);
+      rotate_head(p, pos, kh, kh);
+    }
+  }
+  PagedKvParams stored = p;
+  stored.k.data = k.data();
+  for_each_stored_row(p.batch, p.slots, p.num_pages * p.page_size, p.page_size,
+                      [&](int64_t row, int64_t slot) {
+    if (!rotated[row]) return;
+    const int64_t page = slot / p.page_size, in_page = slot % p.page_size;
+    store_kv_side(stored, stored.k, p.k_cache, row, page, in_page);
+    if (p.v.data != nullptr) store_kv_side(p, p.v, p.v_cache, row, page, in_page);
+  });
+  for (int64_t row = 0; row < rows; ++row) {
+    if (!rotated[row]) continue;
+    const int64_t pos = rope_position(r, row);
+    if (r.key_out != nullptr) {
+      for (int32_t h = 0; h < p.num_heads; ++h)
+        std::memcpy(head_at(static_cast<uint8_t*>(r.key_out), row, h, r.key_out_token_stride,
+                            r.key_out_head_stride),
+                    head_at(k.data(), row, h, p.k.token_stride, p.k.head_stride),
+                    bytes * p.k.head_dim);
+    }
+    const bool in_place = r.query_out == nullptr;
+    for (int32_t h = 0; h < r.num_query_heads; ++h)
+      rotate_head(p, pos,
+                  head_at(static_cast<const uint8_t*>(r.query), row, h, r.query_token_stride,
+                          r.query_head_stride),
+                  head_at(static_cast<uint8_t*>(in_place ? r.query : r.query_out), row, h,
+                          in_place ? r.query_token_stride : r.query_out_token_stride,
+                          in_place ? r.query_head_stride : r.query_out_head_stride));
+  }
+}
+}  // namespace
+
 void store_paged_kv(const PagedKvParams& p) {
+  if (p.rope.positions != nullptr) return store_paged_kv_rope(p);
   for_each_stored_row(p.batch, p.slots, p.num_pages * p.page_size, p.page_size,
                       [&](int64_t row, int64_t slot) {
     const int64_t page = slot / p.page_size, in_page = slot % p.page_size;

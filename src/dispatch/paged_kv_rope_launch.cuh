@@ -1,0 +1,70 @@
+// store_paged_kv's launcher with RoPE fused, for one cache type: the 16-byte kernel's arguments
+// (check() has required its layouts), K's vectors regrouped into rotation units, Q's units after
+// V's vectors, and the rotation's operands.
+#pragma once
+
+#include "dispatch/paged_kv_launch.cuh"
+#include "kernels/paged_kv_rope.cuh"
+
+namespace cachestore::detail {
+
+template <KvCacheType kCache>
+Status launch_paged_kv_rope(const PagedKvParams& p, const ArchInfo& arch, cudaStream_t stream) {
+  constexpr int32_t kW = kCache == KvCacheType::kNvfp4 ? 16 : 8;
+  const RotaryEmbedding& r = p.rope;
+  const int32_t d = p.k.head_dim;
+  const bool neox = r.style == RopeStyle::kNeox;
+  const int32_t pair_units = neox ? r.rotary_dim / (2 * kW) : 0;
+  const int32_t units_per_head = d / kW - pair_units;  // a pair is one unit of two vectors
+  kernels::PagedKvArgs args = paged_kv_args(p, kW);
+  const int32_t v_vecs = args.vecs_per_token - args.k_vecs;
+  args.k.vecs_per_head = kernels::FastDivmod::make(static_cast<uint32_t>(units_per_head));
+  args.k_vecs = p.num_heads * units_per_head;
+  const int32_t q_begin = args.k_vecs + v_vecs;
+  args.vecs_per_token = q_begin + r.num_query_heads * units_per_head;
+
+  const int64_t cos_sin_bytes = kv_input_bytes(r.cos_sin_type);
+  auto* query = static_cast<uint8_t*>(r.query);
+  const bool q_in_place = r.query_out == nullptr;
+  const kernels::RopeArgs rope{
+      r.positions,
+      static_cast<const uint8_t*>(r.cos_sin_cache),
+      (r.cos_sin_stride == 0 ? r.rotary_dim : r.cos_sin_stride) * cos_sin_bytes,
+      r.max_position,
+      r.rotary_dim / 2,
+      pair_units,
+      neox ? pair_units : r.rotary_dim / kW,
+      static_cast<uint8_t>(r.positions_type == SlotType::kInt64),
+      static_cast<uint8_t>(r.cos_sin_type),
+      static_cast<uint8_t>(r.rounding == RopeRounding::kInputType),
+      0,
+      q_begin,
+      kernels::FastDivmod::make(static_cast<uint32_t>(units_per_head)),
+      query,
+      r.query_token_stride,
+      r.query_head_stride,
+      q_in_place ? query : static_cast<uint8_t*>(r.query_out),
+      q_in_place ? r.query_token_stride : r.query_out_token_stride,
+      q_in_place ? r.query_head_stride : r.query_out_head_stride,
+      static_cast<uint8_t*>(r.key_out),
+      r.key_out_token_stride,
+      r.key_out_head_stride};
+
+  dim3 grid, block;
+  CACHESTORE_RETURN_IF_ERROR(paged_kv_grid(p, arch, args.vecs_per_token, &grid, &block));
+  const bool pdl = use_pdl(p.launch, arch);
+  const kernels::GuardArgs guard = guard_args(p.batch, pdl, grid, arch);
+  const kernels::PageTableArgs table = page_table_args(p.slots, p.page_size);
+  const kernels::BlockScaleArgs block_scales =
+      kCache == KvCacheType::kNvfp4 ? block_scale_args(p) : kernels::BlockScaleArgs{};
+  return with_paged_kv_kernel<true>(
+      p, pdl, [&](auto input, auto pdl_constant, auto slot) {
+        constexpr KvDataType kIn = decltype(input)::value;
+        constexpr bool kPdl = decltype(pdl_constant)::value;
+        using SlotT = decltype(slot);
+        return launch_store(kernels::paged_kv_rope_kernel<SlotT, kCache, kIn, kPdl>, grid, block,
+                            stream, pdl_constant, guard, args, table, block_scales, rope);
+      });
+}
+
+}  // namespace cachestore::detail

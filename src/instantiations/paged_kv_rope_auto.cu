@@ -1,0 +1,7 @@
+// store_paged_kv's kernels and launcher with RoPE fused, for auto caches.
+#include "dispatch/paged_kv_rope_launch.cuh"
+
+namespace cachestore::detail {
+template Status launch_paged_kv_rope<KvCacheType::kAuto>(const PagedKvParams&, const ArchInfo&,
+                                                            cudaStream_t);
+}  // namespace cachestore::detail

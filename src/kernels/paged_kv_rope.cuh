@@ -1,0 +1,251 @@
+// store_paged_kv with RoPE fused: the paged K/V kernel's indexing and guard (paged_kv.cuh), with
+// K rotated before it is stored and Q rotated in the same launch. A row's threads are its K units,
+// then its V vectors, then its Q units (RopeArgs); a unit owns both values of each pair it
+// rotates, so that Q and key_out rotate in place without a race.
+#pragma once
+
+#include "kernels/paged_kv.cuh"
+
+namespace cachestore::kernels {
+
+// fp32 rounded to the input type (round to nearest even; a NaN becomes the canonical one), as
+// fp32: what the engines' rotary kernels write.
+template <KvDataType kIn>
+__device__ __forceinline__ float round_to_input(float x) {
+  if constexpr (kIn == KvDataType::kFp32) {
+    return x;
+  } else if constexpr (kIn == KvDataType::kBf16) {
+    return __bfloat162float(__float2bfloat16_rn(x));
+  } else {
+    return __half2float(__float2half_rn(x));
+  }
+}
+
+// One rotated value: own x and partner y give x cos - y sin (first), or own y and partner x give
+// y cos + x sin. kInputType (16-bit inputs): each product and the sum rounded to the input type,
+// as vLLM's rotary_embedding computes in c10::BFloat16 / c10::Half; otherwise fp32 with the
+// contraction nvcc applies to both peers' fp32 expressions, then one rounding.
+template <KvDataType kIn>
+__device__ __forceinline__ float rotate_value(float own, float partner, float c, float s,
+                                              bool first, bool input_rounding) {
+  if (kIn != KvDataType::kFp32 && input_rounding) {
+    const float a = round_to_input<kIn>(__fmul_rn(own, c));
+    const float b = round_to_input<kIn>(__fmul_rn(partner, s));
+    return round_to_input<kIn>(first ? __fsub_rn(a, b) : __fadd_rn(a, b));
+  }
+  const float b = __fmul_rn(partner, s);
+  return round_to_input<kIn>(__fmaf_rn(own, c, first ? -b : b));
+}
+
+// kBytes (8 .. 64) from p, aligned to min(kBytes, 16): one load, or 16-byte ones.
+template <int kBytes>
+__device__ __forceinline__ void load_span(const uint8_t* p, void* out) {
+  if constexpr (kBytes <= 16) {
+    load_bytes<false, kBytes>(p, out);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i) load_bytes<false, 16>(p + 16 * i, static_cast<uint8_t*>(out) + 16 * i);
+  }
+}
+
+// kN cos and kN sin values of position `pos` from element `at` of its row, as fp32; rounded to
+// the input type first under kInputType rounding, as vLLM holds its cache in the query's dtype.
+template <KvDataType kIn, int kN>
+__device__ __forceinline__ void load_cos_sin(const RopeArgs& r, int64_t pos, int32_t at,
+                                             float (&c)[kN], float (&s)[kN]) {
+  const uint8_t* row = r.cos_sin + pos * r.cos_sin_stride;
+  const auto type = static_cast<KvDataType>(r.cos_sin_type);
+  if (type == KvDataType::kFp32) {
+    load_span<4 * kN>(row + 4 * at, c);
+    load_span<4 * kN>(row + 4 * (at + r.half_rot), s);
+  } else {
+    uint16_t cb[kN], sb[kN];
+    load_span<2 * kN>(row + 2 * at, cb);
+    load_span<2 * kN>(row + 2 * (at + r.half_rot), sb);
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      c[i] = type == KvDataType::kBf16 ? kv_value<KvDataType::kBf16>(cb[i])
+                                       : kv_value<KvDataType::kFp16>(cb[i]);
+      s[i] = type == KvDataType::kBf16 ? kv_value<KvDataType::kBf16>(sb[i])
+                                       : kv_value<KvDataType::kFp16>(sb[i]);
+    }
+  }
+  if (kIn != KvDataType::kFp32 && r.input_rounding && type != kIn) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      c[i] = round_to_input<kIn>(c[i]);
+      s[i] = round_to_input<kIn>(s[i]);
+    }
+  }
+}
+
+// kW values of the input type (exact: each is one) into its 16-byte vectors.
+template <KvDataType kIn, int kW, int kLoads>
+__device__ __forceinline__ void encode_values(const float (&v)[kW], uint4 (&x)[kLoads]) {
+  if constexpr (kIn == KvDataType::kFp32) {
+    memcpy(x, v, sizeof v);
+  } else {
+    uint16_t bits[kW];
+#pragma unroll
+    for (int i = 0; i < kW; ++i)
+      bits[i] = kIn == KvDataType::kBf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v[i]))
+                                         : __half_as_ushort(__float2half_rn(v[i]));
+    memcpy(x, bits, sizeof bits);
+  }
+}
+
+template <int kLoads>
+__device__ __forceinline__ void store_vectors(uint8_t* p, const uint4 (&x)[kLoads]) {
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) store_vec(p + 16 * i, x[i]);
+}
+
+// Which unit a thread holds: its head, its (first) vector, whether it is a NeoX pair (the vector
+// and the one rotary_dim / 2 after it) and whether it rotates.
+struct RopeUnit {
+  uint32_t head;
+  uint32_t vec;
+  bool pair;
+  bool rotated;
+
+  // A K or Q unit (`per_head` units a head).
+  __device__ __forceinline__ static RopeUnit rotating(const RopeArgs& r, const FastDivmod& per_head,
+                                                      uint32_t jj) {
+    const uint32_t head = per_head.div(jj);
+    const uint32_t u = jj - head * per_head.divisor;
+    const bool pair = static_cast<int32_t>(u) < r.pair_units;  // NeoX only (GPT-J: 0 pairs)
+    return {head, r.pair_units > 0 && !pair ? u + r.pair_units : u, pair,
+            static_cast<int32_t>(u) < r.rotated_units};
+  }
+  // A V vector: stored as it is.
+  __device__ __forceinline__ static RopeUnit plain(const FastDivmod& per_head, uint32_t jj) {
+    const uint32_t head = per_head.div(jj);
+    return {head, jj - head * per_head.divisor, false, false};
+  }
+};
+
+template <int kW, typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
+__device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const PagedKvArgs& a,
+                                                   const PageTableArgs& table,
+                                                   const BlockScaleArgs& block_scales,
+                                                   const RopeArgs& r) {
+  using In = KvElement<kIn>;
+  constexpr int kLoads = (kW * static_cast<int>(sizeof(In)) + 15) / 16;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  const int32_t j = static_cast<int32_t>(blockIdx.y * blockDim.x + threadIdx.x);
+  if (row >= guard.num_tokens || j >= a.vecs_per_token) return;
+  const bool is_q = j >= r.q_begin;
+  const bool is_v = !is_q && j >= a.k_vecs;
+  const KvSideArgs& side = is_v ? a.v : a.k;
+  const uint32_t jj = static_cast<uint32_t>(is_q ? j - r.q_begin : is_v ? j - a.k_vecs : j);
+  const RopeUnit unit =
+      is_v ? RopeUnit::plain(side.vecs_per_head, jj)
+           : RopeUnit::rotating(r, is_q ? r.q_units_per_head : side.vecs_per_head, jj);
+  const In* src =
+      is_q ? reinterpret_cast<const In*>(r.q) + (row * r.q_token_stride + unit.head * r.q_head_stride)
+           : reinterpret_cast<const In*>(side.src) +
+                 (row * side.token_stride + unit.head * side.head_stride);
+  src += kW * unit.vec;
+  // Every unit loads a partner vector (its own again when it has none): no branch around the
+  // loads, which the PDL kernels' pinned loads would otherwise keep in order behind it.
+  const In* partner_src = unit.pair ? src + r.half_rot : src;
+  // Q reads K's first scale (in bounds, unused) so that its loads match K's.
+  const float* scale_src =
+      side.scale + (is_q ? 0 : static_cast<int64_t>(unit.head) * side.scale_stride);
+  const uint8_t* position_src =
+      static_cast<const uint8_t*>(r.positions) + row * (r.positions_int64 ? 8 : 4);
+  GuardSources<SlotT> sources(guard, a.slots, table, row);
+  if constexpr (kCache == KvCacheType::kAuto) {
+    begin_row<kPdl>(guard, sources, src, partner_src, position_src);
+  } else {
+    begin_row<kPdl>(guard, sources, src, partner_src, position_src, scale_src);
+  }
+  uint4 x[kLoads], y[kLoads];
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) x[i] = load_global<kPdl>(reinterpret_cast<const uint4*>(src) + i);
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i)
+    y[i] = load_global<kPdl>(reinterpret_cast<const uint4*>(partner_src) + i);
+  const int64_t position =
+      r.positions_int64 ? load_global<kPdl>(reinterpret_cast<const int64_t*>(position_src))
+                        : load_global<kPdl>(reinterpret_cast<const int32_t*>(position_src));
+  float scale = 0.0f;
+  if constexpr (kCache != KvCacheType::kAuto) scale = load_global<kPdl>(scale_src);  // Q: unused
+  const int64_t n = sources.template load_count<kPdl>(guard);
+  const bool real = row < n;
+  const bool position_ok = position >= 0 && position < r.max_position;
+  if (j == 0 && real && !position_ok && guard.diagnostics != nullptr)
+    atomicAdd(&guard.diagnostics->out_of_range_positions, 1ull);
+  bool stored = false;
+  PagePosition pos{0, 0, a.slots};
+  if (!is_q) {
+    const int64_t slot = sources.template load_slot<kPdl>(n);
+    pos = position_of(a, slot);
+    stored = row_is_stored(guard, a.slots, row, n, slot, pos.global_page, j == 0) && position_ok;
+  }
+  // Q and key_out: real rows with a position, every vector unless in place and unrotated.
+  uint8_t* out = nullptr;
+  int64_t out_token_stride = 0, out_head_stride = 0;
+  if (is_q) {
+    out = r.q_out;
+    out_token_stride = r.q_out_token_stride;
+    out_head_stride = r.q_out_head_stride;
+  } else if (!is_v) {
+    out = r.k_out;
+    out_token_stride = r.k_out_token_stride;
+    out_head_stride = r.k_out_head_stride;
+  }
+  const bool in_place = is_q ? r.q_out == r.q : r.k_out == reinterpret_cast<const uint8_t*>(side.src);
+  const bool write_out = out != nullptr && real && position_ok && (unit.rotated || !in_place);
+  if (!stored && !write_out) return;
+
+  if (unit.rotated) {
+    float v[kW], w[kW];
+    decode_values<kIn>(x, v);
+    if (unit.pair) {  // NeoX: d < rotary_dim / 2 in v, its partner in w
+      decode_values<kIn>(y, w);
+      float c[kW], s[kW];
+      load_cos_sin<kIn>(r, position, kW * static_cast<int32_t>(unit.vec), c, s);
+#pragma unroll
+      for (int i = 0; i < kW; ++i) {
+        const float vi = v[i];
+        v[i] = rotate_value<kIn>(vi, w[i], c[i], s[i], true, r.input_rounding);
+        w[i] = rotate_value<kIn>(w[i], vi, c[i], s[i], false, r.input_rounding);
+      }
+      encode_values<kIn>(w, y);
+    } else {  // GPT-J: pairs (2i, 2i + 1) inside the vector
+      float c[kW / 2], s[kW / 2];
+      load_cos_sin<kIn>(r, position, kW / 2 * static_cast<int32_t>(unit.vec), c, s);
+#pragma unroll
+      for (int i = 0; i < kW / 2; ++i) {
+        const float even = v[2 * i];
+        v[2 * i] = rotate_value<kIn>(even, v[2 * i + 1], c[i], s[i], true, r.input_rounding);
+        v[2 * i + 1] = rotate_value<kIn>(v[2 * i + 1], even, c[i], s[i], false, r.input_rounding);
+      }
+    }
+    encode_values<kIn>(v, x);
+  }
+  const uint32_t partner_vec = unit.vec + static_cast<uint32_t>(r.pair_units);
+  if (write_out) {
+    uint8_t* base = out + sizeof(In) * (row * out_token_stride + unit.head * out_head_stride);
+    store_vectors(base + sizeof(In) * kW * unit.vec, x);
+    if (unit.pair) store_vectors(base + sizeof(In) * kW * partner_vec, y);
+  }
+  if (stored) {
+    store_kv_vector<kW, kCache, kIn>(side, is_v ? block_scales.v : block_scales.k, pos, unit.head,
+                                     unit.vec, x, scale);
+    if (unit.pair)
+      store_kv_vector<kW, kCache, kIn>(side, block_scales.k, pos, unit.head, partner_vec, y,
+                                       scale);
+  }
+}
+
+template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
+__global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
+paged_kv_rope_kernel(const GuardArgs guard, const PagedKvArgs a, const PageTableArgs table,
+                     const BlockScaleArgs block_scales, const RopeArgs rope) {
+  constexpr int kW = kCache == KvCacheType::kNvfp4 ? 16 : 8;
+  paged_kv_rope_unit<kW, SlotT, kCache, kIn, kPdl>(guard, a, table, block_scales, rope);
+}
+
+}  // namespace cachestore::kernels
