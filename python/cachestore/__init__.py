@@ -8,7 +8,7 @@ slot != reserved slot and slot < capacity; see docs/layouts.md.
 from . import capi
 from .capi import CachestoreCudaError, CachestoreError, library_path, query_device
 
-__version__ = "0.7.0"
+__version__ = "0.8.0"
 
 
 def version():
