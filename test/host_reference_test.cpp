@@ -566,5 +566,55 @@ TEST(ReferenceStore, Bf16GuardAndDiagnostics) {
   EXPECT_EQ(diag.out_of_range_slots, 1u);  // nothing is real at n <= 0
 }
 
+// The RoPE reference on the pair worked in docs/layouts.md: bf16 x = 1.5 (d 0), y = 0.3125 (d 8)
+// at a position whose pair-0 cos and sin are 0.6 and 0.8 (fp32 cache), NeoX, D = 16, one head,
+// an auto NHD cache; Q (one head) holds the same values and is rotated in place. A second row
+// with a position past the cache writes nothing and is counted.
+TEST(RopeReference, OneBf16PairByHandAndAnOutOfRangePosition) {
+  for (const RopeRounding rounding : {RopeRounding::kInputType, RopeRounding::kFp32}) {
+    std::vector<uint16_t> k(2 * 16, 0), q(2 * 16, 0);
+    k[0] = q[0] = 0x3fc0;  // 1.5
+    k[8] = q[8] = 0x3ea0;  // 0.3125
+    k[16] = q[16] = 0x3f80;
+    std::vector<float> cos_sin(16, 0.0f);
+    cos_sin[0] = 0.6f;
+    cos_sin[8] = 0.8f;
+    const std::vector<int64_t> positions = {0, 1};
+    const std::vector<int64_t> slots = {3, 4};
+    std::vector<uint16_t> cache(16 * 16, 0xabab);
+    Diagnostics diagnostics{};
+    const int32_t count = 2;
+    PagedKvParams p;
+    p.batch = {2, &count, &diagnostics};
+    p.slots = {slots.data(), SlotType::kInt64};
+    p.num_heads = 1;
+    p.num_pages = 1;
+    p.page_size = 16;
+    p.k = {k.data(), 16, 16, 16};
+    const layout::KvStrides nhd = layout::kv_nhd_strides(16, 1, 16);
+    p.k_cache = {cache.data(), nhd.page, nhd.entry, nhd.head};
+    p.rope.positions = positions.data();
+    p.rope.cos_sin_cache = cos_sin.data();
+    p.rope.max_position = 1;
+    p.rope.rotary_dim = 16;
+    p.rope.rounding = rounding;
+    p.rope.num_query_heads = 1;
+    p.rope.query = q.data();
+    p.rope.query_token_stride = 16;
+    p.rope.query_head_stride = 16;
+    reference::store_paged_kv(p);
+    const uint16_t x = rounding == RopeRounding::kInputType ? 0x3f27 : 0x3f26;
+    EXPECT_EQ(cache[3 * 16 + 0], x);
+    EXPECT_EQ(cache[3 * 16 + 8], 0x3fb2);
+    EXPECT_EQ(cache[3 * 16 + 1], 0);  // 0 cos - 0 sin
+    EXPECT_EQ(q[0], x);
+    EXPECT_EQ(q[8], 0x3fb2);
+    EXPECT_EQ(cache[4 * 16], 0xabab) << "position 1 is past a one-position cache";
+    EXPECT_EQ(q[16], 0x3f80);
+    EXPECT_EQ(diagnostics.out_of_range_positions, 1u);
+    EXPECT_EQ(diagnostics.out_of_range_slots, 0u);
+  }
+}
+
 }  // namespace
 }  // namespace cachestore::test
