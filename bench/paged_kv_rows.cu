@@ -5,12 +5,12 @@
 // kernel's rows: fp32 inputs (the same H and D, half the slots), a head dim of 100 (4 values a
 // thread), vLLM's paged-attention layout (K chunked by 16 bytes, V d-major).
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "harness.cuh"
 #include "naive_rope.cuh"
 #include "naive_scatter.cuh"
+#include "reference/conversions.h"
 
 namespace cachestore::bench {
 namespace {
@@ -287,12 +287,9 @@ const Family kPagedKv(
           const double angle = pos * std::pow(500000.0, -2.0 * i / kKvDim);
           const float cs[2] = {static_cast<float>(std::cos(angle)),
                                static_cast<float>(std::sin(angle))};
-          for (int k = 0; k < 2; ++k) {
-            uint32_t bits;
-            std::memcpy(&bits, &cs[k], 4);
+          for (int k = 0; k < 2; ++k)
             cos_sin[static_cast<size_t>(pos) * kKvDim + k * kKvDim / 2 + i] =
-                static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-          }
+                reference::bf16_bits_rn(cs[k]);
         }
       }
       g->cos_sin.assign(cos_sin.begin(), cos_sin.end());

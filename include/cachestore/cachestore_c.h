@@ -239,8 +239,10 @@ typedef struct cachestore_rope_t {
   int32_t rounding;       /* CACHESTORE_ROPE_ROUND_* */
   int32_t num_query_heads;
   void* query; int64_t query_token_stride; int64_t query_head_stride;
-  void* query_out; int64_t query_out_token_stride; int64_t query_out_head_stride; /* NULL: in place */
-  void* key_out; int64_t key_out_token_stride; int64_t key_out_head_stride;       /* NULL: none */
+  /* NULL: in place */
+  void* query_out; int64_t query_out_token_stride; int64_t query_out_head_stride;
+  /* NULL: none; k's data: in place */
+  void* key_out; int64_t key_out_token_stride; int64_t key_out_head_stride;
 } cachestore_rope_t;
 
 typedef struct cachestore_paged_kv_params_t {

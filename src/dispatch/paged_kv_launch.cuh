@@ -138,7 +138,8 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
   const bool pdl = use_pdl(p.launch, arch);
   const kernels::GuardArgs guard = guard_args(p.batch, pdl, grid, arch);
   const kernels::PageTableArgs table = page_table_args(p.slots, p.page_size);
-  return with_paged_kv_kernel<kCache != KvCacheType::kAuto>(p, pdl, [&](auto input, auto pdl_constant, auto slot) {
+  constexpr bool kDecodes = kCache != KvCacheType::kAuto;
+  return with_paged_kv_kernel<kDecodes>(p, pdl, [&](auto input, auto pdl_constant, auto slot) {
     constexpr KvDataType kIn = decltype(input)::value;
     constexpr bool kPdl = decltype(pdl_constant)::value;
     using SlotT = decltype(slot);

@@ -39,7 +39,6 @@ Status launch_paged_kv_rope(const PagedKvParams& p, const ArchInfo& arch, cudaSt
       static_cast<uint8_t>(r.rounding == RopeRounding::kInputType),
       0,
       q_begin,
-      kernels::FastDivmod::make(static_cast<uint32_t>(units_per_head)),
       query,
       r.query_token_stride,
       r.query_head_stride,

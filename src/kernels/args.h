@@ -190,9 +190,8 @@ struct RopeArgs {
   uint8_t cos_sin_type;         // KvDataType
   uint8_t input_rounding;       // RopeRounding::kInputType
   uint8_t pad0;
-  // Q: units j >= q_begin of a row, q_units_per_head of them a head.
+  // Q: units j >= q_begin of a row, as many a head as K's (k.vecs_per_head).
   int32_t q_begin;
-  FastDivmod q_units_per_head;
   const uint8_t* q;             // element strides of the input type
   int64_t q_token_stride;
   int64_t q_head_stride;

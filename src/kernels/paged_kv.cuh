@@ -53,14 +53,16 @@ __device__ __forceinline__ PagePosition position_of(const PagedKvArgs& a, int64_
   return {page, static_cast<uint32_t>(slot) - page * p, a.slots};
 }
 
-// kBytes bytes from p (aligned to min(kBytes, 16)) into out: one load, or two 16-byte ones.
+// kBytes bytes from p (aligned to min(kBytes, 16)) into out: one load, or 16-byte ones.
 template <bool kPdl, int kBytes>
 __device__ __forceinline__ void load_bytes(const void* p, void* out) {
-  if constexpr (kBytes == 32) {
-    const uint4 lo = load_global<kPdl>(static_cast<const uint4*>(p));
-    const uint4 hi = load_global<kPdl>(static_cast<const uint4*>(p) + 1);
-    memcpy(out, &lo, 16);
-    memcpy(static_cast<uint8_t*>(out) + 16, &hi, 16);
+  if constexpr (kBytes > 16) {
+    static_assert(kBytes % 16 == 0, "16-byte vectors");
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i) {
+      const uint4 v = load_global<kPdl>(static_cast<const uint4*>(p) + i);
+      memcpy(static_cast<uint8_t*>(out) + 16 * i, &v, 16);
+    }
   } else {
     using V = std::conditional_t<
         kBytes == 2, uint16_t,
@@ -77,19 +79,15 @@ __device__ __forceinline__ int64_t dim_offset(const KvDimArgs& l, int64_t d) {
          (d & ((int64_t{1} << l.chunk_shift) - 1)) * l.dim_stride;
 }
 
-// A vector of kW input values (the 16-byte vectors x) into its cache entry at (pos, head, vector
-// vec): auto copies it, fp8 quantizes it, nvfp4 (kW = 16) writes its 8 code bytes and its scale
-// byte (bs). d contiguous and aligned (the 16-byte kernel's caches).
-template <int kW, KvCacheType kCache, KvDataType kIn, int kLoads>
-__device__ __forceinline__ void store_kv_vector(const KvSideArgs& side, const BlockScaleSide bs,
+// kW values v (fp32, each exactly a value of the input) into their quantized cache entry at
+// (pos, head, vector vec): fp8 (kW = 8) quantizes them, nvfp4 (kW = 16) writes its 8 code bytes
+// and its scale byte (bs). d contiguous and aligned (the 16-byte kernel's caches).
+template <int kW, KvCacheType kCache>
+__device__ __forceinline__ void store_kv_values(const KvSideArgs& side, const BlockScaleSide bs,
                                                 const PagePosition& pos, uint32_t head,
-                                                uint32_t vec, const uint4 (&x)[kLoads],
-                                                float scale) {
-  using In = KvElement<kIn>;
+                                                uint32_t vec, const float (&v)[kW], float scale) {
   if constexpr (kCache == KvCacheType::kNvfp4) {
     static_assert(kW == 16, "nvfp4: one 16-value block");
-    float v[16];
-    decode_values<kIn>(x, v);
     const Nvfp4Block q = nvfp4_block(v, scale);
     *reinterpret_cast<uint2*>(side.cache + layout::kv_element_offset(
                                                side.cache_strides, pos.local_page, pos.in_page,
@@ -97,17 +95,35 @@ __device__ __forceinline__ void store_kv_vector(const KvSideArgs& side, const Bl
     bs.scales[layout::kv_element_offset(bs.strides, pos.local_page, pos.in_page, head, vec)] =
         q.scale;
   } else {
+    static_assert(kW == 8 && kCache != KvCacheType::kAuto, "fp8: 8 values, 8 bytes");
+    const int64_t element =
+        layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 8 * vec);
+    *reinterpret_cast<uint2*>(side.cache + element) = kv_fp8<kCache>(v, scale);
+  }
+}
+
+// A vector of kW input values (the 16-byte vectors x) into its cache entry: auto copies it, the
+// quantized types decode it for store_kv_values.
+template <int kW, KvCacheType kCache, KvDataType kIn, int kLoads>
+__device__ __forceinline__ void store_kv_vector(const KvSideArgs& side, const BlockScaleSide bs,
+                                                const PagePosition& pos, uint32_t head,
+                                                uint32_t vec, const uint4 (&x)[kLoads],
+                                                float scale) {
+  if constexpr (kCache == KvCacheType::kAuto) {
     static_assert(kW == 8, "8 values: one 16-byte input vector (two for fp32)");
     const int64_t element =
         layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 8 * vec);
-    if constexpr (kCache == KvCacheType::kAuto) {
-#pragma unroll
-      for (int i = 0; i < kLoads; ++i) store_vec(side.cache + sizeof(In) * element + 16 * i, x[i]);
-    } else {
-      float v[8];
-      decode_values<kIn>(x, v);
-      *reinterpret_cast<uint2*>(side.cache + element) = kv_fp8<kCache>(v, scale);
-    }
+    store_vectors(side.cache + sizeof(KvElement<kIn>) * element, x);
+  } else if constexpr (kCache != KvCacheType::kNvfp4) {  // the offset first, as ptxas likes it
+    const int64_t element =
+        layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 8 * vec);
+    float v[kW];
+    decode_values<kIn>(x, v);
+    *reinterpret_cast<uint2*>(side.cache + element) = kv_fp8<kCache>(v, scale);
+  } else {
+    float v[kW];
+    decode_values<kIn>(x, v);
+    store_kv_values<kW, kCache>(side, bs, pos, head, vec, v, scale);
   }
 }
 

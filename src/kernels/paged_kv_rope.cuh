@@ -37,17 +37,6 @@ __device__ __forceinline__ float rotate_value(float own, float partner, float c,
   return round_to_input<kIn>(__fmaf_rn(own, c, first ? -b : b));
 }
 
-// kBytes (8 .. 64) from p, aligned to min(kBytes, 16): one load, or 16-byte ones.
-template <int kBytes>
-__device__ __forceinline__ void load_span(const uint8_t* p, void* out) {
-  if constexpr (kBytes <= 16) {
-    load_bytes<false, kBytes>(p, out);
-  } else {
-#pragma unroll
-    for (int i = 0; i < kBytes / 16; ++i) load_bytes<false, 16>(p + 16 * i, static_cast<uint8_t*>(out) + 16 * i);
-  }
-}
-
 // kN cos and kN sin values of position `pos` from element `at` of its row, as fp32; rounded to
 // the input type first under kInputType rounding, as vLLM holds its cache in the query's dtype.
 template <KvDataType kIn, int kN>
@@ -56,12 +45,12 @@ __device__ __forceinline__ void load_cos_sin(const RopeArgs& r, int64_t pos, int
   const uint8_t* row = r.cos_sin + pos * r.cos_sin_stride;
   const auto type = static_cast<KvDataType>(r.cos_sin_type);
   if (type == KvDataType::kFp32) {
-    load_span<4 * kN>(row + 4 * at, c);
-    load_span<4 * kN>(row + 4 * (at + r.half_rot), s);
+    load_bytes<false, 4 * kN>(row + 4 * at, c);
+    load_bytes<false, 4 * kN>(row + 4 * (at + r.half_rot), s);
   } else {
     uint16_t cb[kN], sb[kN];
-    load_span<2 * kN>(row + 2 * at, cb);
-    load_span<2 * kN>(row + 2 * (at + r.half_rot), sb);
+    load_bytes<false, 2 * kN>(row + 2 * at, cb);
+    load_bytes<false, 2 * kN>(row + 2 * (at + r.half_rot), sb);
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       c[i] = type == KvDataType::kBf16 ? kv_value<KvDataType::kBf16>(cb[i])
@@ -92,12 +81,6 @@ __device__ __forceinline__ void encode_values(const float (&v)[kW], uint4 (&x)[k
                                          : __half_as_ushort(__float2half_rn(v[i]));
     memcpy(x, bits, sizeof bits);
   }
-}
-
-template <int kLoads>
-__device__ __forceinline__ void store_vectors(uint8_t* p, const uint4 (&x)[kLoads]) {
-#pragma unroll
-  for (int i = 0; i < kLoads; ++i) store_vec(p + 16 * i, x[i]);
 }
 
 // Which unit a thread holds: its head, its (first) vector, whether it is a NeoX pair (the vector
@@ -138,20 +121,17 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
   const bool is_v = !is_q && j >= a.k_vecs;
   const KvSideArgs& side = is_v ? a.v : a.k;
   const uint32_t jj = static_cast<uint32_t>(is_q ? j - r.q_begin : is_v ? j - a.k_vecs : j);
-  const RopeUnit unit =
-      is_v ? RopeUnit::plain(side.vecs_per_head, jj)
-           : RopeUnit::rotating(r, is_q ? r.q_units_per_head : side.vecs_per_head, jj);
+  // Q's heads have K's head dim, so K's units a head are Q's too.
+  const RopeUnit unit = is_v ? RopeUnit::plain(side.vecs_per_head, jj)
+                             : RopeUnit::rotating(r, a.k.vecs_per_head, jj);
   const In* src =
-      is_q ? reinterpret_cast<const In*>(r.q) + (row * r.q_token_stride + unit.head * r.q_head_stride)
+      is_q ? reinterpret_cast<const In*>(r.q) +
+                 (row * r.q_token_stride + unit.head * r.q_head_stride)
            : reinterpret_cast<const In*>(side.src) +
                  (row * side.token_stride + unit.head * side.head_stride);
   src += kW * unit.vec;
-  // Every unit loads a partner vector (its own again when it has none): no branch around the
-  // loads, which the PDL kernels' pinned loads would otherwise keep in order behind it.
-  const In* partner_src = unit.pair ? src + r.half_rot : src;
-  // Q reads K's first scale (in bounds, unused) so that its loads match K's.
-  const float* scale_src =
-      side.scale + (is_q ? 0 : static_cast<int64_t>(unit.head) * side.scale_stride);
+  const In* partner_src = src + r.half_rot;  // read by NeoX pairs only
+  const float* scale_src = side.scale + static_cast<int64_t>(unit.head) * side.scale_stride;
   const uint8_t* position_src =
       static_cast<const uint8_t*>(r.positions) + row * (r.positions_int64 ? 8 : 4);
   GuardSources<SlotT> sources(guard, a.slots, table, row);
@@ -162,15 +142,20 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
   }
   uint4 x[kLoads], y[kLoads];
 #pragma unroll
-  for (int i = 0; i < kLoads; ++i) x[i] = load_global<kPdl>(reinterpret_cast<const uint4*>(src) + i);
-#pragma unroll
   for (int i = 0; i < kLoads; ++i)
-    y[i] = load_global<kPdl>(reinterpret_cast<const uint4*>(partner_src) + i);
+    x[i] = load_global<kPdl>(reinterpret_cast<const uint4*>(src) + i);
+  if (unit.pair) {
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i)
+      y[i] = load_global<kPdl>(reinterpret_cast<const uint4*>(partner_src) + i);
+  }
   const int64_t position =
       r.positions_int64 ? load_global<kPdl>(reinterpret_cast<const int64_t*>(position_src))
                         : load_global<kPdl>(reinterpret_cast<const int32_t*>(position_src));
   float scale = 0.0f;
-  if constexpr (kCache != KvCacheType::kAuto) scale = load_global<kPdl>(scale_src);  // Q: unused
+  if constexpr (kCache != KvCacheType::kAuto) {
+    if (!is_q) scale = load_global<kPdl>(scale_src);
+  }
   const int64_t n = sources.template load_count<kPdl>(guard);
   const bool real = row < n;
   const bool position_ok = position >= 0 && position < r.max_position;
@@ -195,12 +180,15 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
     out_token_stride = r.k_out_token_stride;
     out_head_stride = r.k_out_head_stride;
   }
-  const bool in_place = is_q ? r.q_out == r.q : r.k_out == reinterpret_cast<const uint8_t*>(side.src);
+  const bool in_place =
+      is_q ? r.q_out == r.q : r.k_out == reinterpret_cast<const uint8_t*>(side.src);
   const bool write_out = out != nullptr && real && position_ok && (unit.rotated || !in_place);
   if (!stored && !write_out) return;
 
+  // A rotated unit's values stay fp32 (each a value of the input type) for a quantized cache;
+  // they are encoded back to the input type only for what writes input-type bits.
+  float v[kW], w[kW];
   if (unit.rotated) {
-    float v[kW], w[kW];
     decode_values<kIn>(x, v);
     if (unit.pair) {  // NeoX: d < rotary_dim / 2 in v, its partner in w
       decode_values<kIn>(y, w);
@@ -212,7 +200,6 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
         v[i] = rotate_value<kIn>(vi, w[i], c[i], s[i], true, r.input_rounding);
         w[i] = rotate_value<kIn>(w[i], vi, c[i], s[i], false, r.input_rounding);
       }
-      encode_values<kIn>(w, y);
     } else {  // GPT-J: pairs (2i, 2i + 1) inside the vector
       float c[kW / 2], s[kW / 2];
       load_cos_sin<kIn>(r, position, kW / 2 * static_cast<int32_t>(unit.vec), c, s);
@@ -223,7 +210,10 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
         v[2 * i + 1] = rotate_value<kIn>(v[2 * i + 1], even, c[i], s[i], false, r.input_rounding);
       }
     }
-    encode_values<kIn>(v, x);
+    if (write_out || kCache == KvCacheType::kAuto) {
+      encode_values<kIn>(v, x);
+      if (unit.pair) encode_values<kIn>(w, y);
+    }
   }
   const uint32_t partner_vec = unit.vec + static_cast<uint32_t>(r.pair_units);
   if (write_out) {
@@ -231,13 +221,17 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
     store_vectors(base + sizeof(In) * kW * unit.vec, x);
     if (unit.pair) store_vectors(base + sizeof(In) * kW * partner_vec, y);
   }
-  if (stored) {
-    store_kv_vector<kW, kCache, kIn>(side, is_v ? block_scales.v : block_scales.k, pos, unit.head,
-                                     unit.vec, x, scale);
-    if (unit.pair)
-      store_kv_vector<kW, kCache, kIn>(side, block_scales.k, pos, unit.head, partner_vec, y,
-                                       scale);
+  if (!stored) return;
+  const BlockScaleSide bs = is_v ? block_scales.v : block_scales.k;
+  if constexpr (kCache != KvCacheType::kAuto) {
+    if (unit.rotated) {
+      store_kv_values<kW, kCache>(side, bs, pos, unit.head, unit.vec, v, scale);
+      if (unit.pair) store_kv_values<kW, kCache>(side, bs, pos, unit.head, partner_vec, w, scale);
+      return;
+    }
   }
+  store_kv_vector<kW, kCache, kIn>(side, bs, pos, unit.head, unit.vec, x, scale);
+  if (unit.pair) store_kv_vector<kW, kCache, kIn>(side, bs, pos, unit.head, partner_vec, y, scale);
 }
 
 template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>

@@ -19,6 +19,12 @@ __device__ __forceinline__ uint4 load_vec(const uint16_t* p) {
 __device__ __forceinline__ void store_vec(uint8_t* p, const uint4& v) {
   *reinterpret_cast<uint4*>(p) = v;
 }
+// kLoads 16-byte vectors to consecutive addresses from p (16-byte aligned).
+template <int kLoads>
+__device__ __forceinline__ void store_vectors(uint8_t* p, const uint4 (&x)[kLoads]) {
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) store_vec(p + 16 * i, x[i]);
+}
 
 // An 8- or 16-byte vector to `p`: one store when p is aligned for it, else 4-byte stores (the
 // index-K pages of 1 or 2 slots are 132 or 264 bytes long, so their rows are 4-byte aligned).
