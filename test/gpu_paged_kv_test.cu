@@ -276,12 +276,7 @@ TEST_P(PagedKvReplay, GraphReplayNeverWritesPaddingRowsAndSeesNewScales) {
             s.input_type = KvDataType::kFp32; s.slot_type = SlotType::kPageTable; break;
   }
   KvCase c(s);
-  std::vector<int64_t> previous = distinct_slots(rng_, kRows, c.capacity(), -1);
-  c.randomize_inputs(rng_, kRows);
-  c.randomize_scales(rng_);
-  c.set_count(kRows);
-  c.set_slots(previous);
-  c.upload_inputs();
+  std::vector<int64_t> previous = c.prime_every_row(rng_);
   cudaStream_t stream;
   CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph;
@@ -319,37 +314,29 @@ TEST_P(PagedKvReplay, GraphReplayNeverWritesPaddingRowsAndSeesNewScales) {
   }
 
   int corrupted = 0;
-  for (Padding padding : kPaddings) {
-    for (int64_t n = 0; n <= kRows; ++n) {
-      SCOPED_TRACE("padding " + std::to_string(static_cast<int>(padding)) + ", n = " +
-                   std::to_string(n));
-      const std::vector<int64_t> slots =
-          padded_replay_slots(rng_, kRows, n, c.capacity(), padding, previous);
-      c.randomize_inputs(rng_, n);
-      c.randomize_scales(rng_);  // new scales every replay: read at run time
-      c.set_count(static_cast<int32_t>(n));
-      c.set_slots(slots);
-      ASSERT_TRUE(replay_matches_reference(c, exec, stream));
-      previous = slots;
-      if (control) {
-        thrust::copy(slots.begin(), slots.end(), naive_slots.begin());
-        const auto* in = reinterpret_cast<const uint16_t*>(c.input().host.data());
-        std::vector<uint16_t> k(kRows * kv_width), v(kRows * kv_width);
-        for (int64_t r = 0; r < kRows; ++r) {
-          std::copy(in + r * c.width(), in + r * c.width() + kv_width, k.begin() + r * kv_width);
-          std::copy(in + r * c.width() + kv_width, in + r * c.width() + 2 * kv_width,
-                    v.begin() + r * kv_width);
-        }
-        thrust::copy(k.begin(), k.end(), naive_k.begin());
-        thrust::copy(v.begin(), v.end(), naive_v.begin());
-        CUDA_ASSERT(cudaGraphLaunch(naive_exec, stream));
-        CUDA_ASSERT(cudaStreamSynchronize(stream));
-        const bool k_differs = naive_differs_then_resync(naive_k_cache, c.k_cache().host);
-        const bool v_differs = naive_differs_then_resync(naive_v_cache, c.v_cache()->host);
-        if (k_differs || v_differs) ++corrupted;
+  for_each_padded_replay(kRows, [&](Padding padding, int64_t n) {
+    const std::vector<int64_t> slots = c.prepare_replay(rng_, n, padding, previous);
+    ASSERT_TRUE(replay_matches_reference(c, exec, stream));
+    previous = slots;
+    if (control) {
+      thrust::copy(slots.begin(), slots.end(), naive_slots.begin());
+      const auto* in = reinterpret_cast<const uint16_t*>(c.input().host.data());
+      std::vector<uint16_t> k(kRows * kv_width), v(kRows * kv_width);
+      for (int64_t r = 0; r < kRows; ++r) {
+        std::copy(in + r * c.width(), in + r * c.width() + kv_width, k.begin() + r * kv_width);
+        std::copy(in + r * c.width() + kv_width, in + r * c.width() + 2 * kv_width,
+                  v.begin() + r * kv_width);
       }
+      thrust::copy(k.begin(), k.end(), naive_k.begin());
+      thrust::copy(v.begin(), v.end(), naive_v.begin());
+      CUDA_ASSERT(cudaGraphLaunch(naive_exec, stream));
+      CUDA_ASSERT(cudaStreamSynchronize(stream));
+      const bool k_differs = naive_differs_then_resync(naive_k_cache, c.k_cache().host);
+      const bool v_differs = naive_differs_then_resync(naive_v_cache, c.v_cache()->host);
+      if (k_differs || v_differs) ++corrupted;
     }
-  }
+  });
+  if (HasFatalFailure()) return;
   if (control) {
     EXPECT_GT(corrupted, 0) << "the control never corrupted: the test cannot see the bug";
     std::printf("paged K/V: naive K+V scatter corrupted the caches in %d of %lld replays; guarded 0\n",

@@ -83,30 +83,27 @@ TEST_P(PaddedReplay, GraphReplayNeverWritesPaddingRows) {
   }
 
   int corrupted_replays = 0;
-  for (Padding padding : kPaddings) {
-    for (int64_t n = 0; n <= kCapturedRows; ++n) {
-      SCOPED_TRACE("padding " + std::to_string(static_cast<int>(padding)) + ", n = " +
-                   std::to_string(n));
-      const std::vector<int64_t> slots =
-          padded_replay_slots(rng_, kCapturedRows, n, capacity, padding, previous);
-      c.randomize_inputs(rng_, n);
-      c.set_count(static_cast<int32_t>(n));
-      c.set_slots(slots);
-      c.set_index_slots(slots);
-      ASSERT_TRUE(replay_matches_reference(c, exec, stream));
-      previous = slots;
+  for_each_padded_replay(kCapturedRows, [&](Padding padding, int64_t n) {
+    const std::vector<int64_t> slots =
+        padded_replay_slots(rng_, kCapturedRows, n, capacity, padding, previous);
+    c.randomize_inputs(rng_, n);
+    c.set_count(static_cast<int32_t>(n));
+    c.set_slots(slots);
+    c.set_index_slots(slots);
+    ASSERT_TRUE(replay_matches_reference(c, exec, stream));
+    previous = slots;
 
-      if (control) {
-        // Unguarded: the padded rows are written too. Compare with the guarded result.
-        thrust::copy(slots.begin(), slots.end(), naive_slots.begin());
-        const auto* k = reinterpret_cast<const uint16_t*>(c.k_host());
-        thrust::copy(k, k + kCapturedRows * shape.head_dim, naive_k.begin());
-        CUDA_ASSERT(cudaGraphLaunch(naive_exec, stream));
-        CUDA_ASSERT(cudaStreamSynchronize(stream));
-        if (naive_differs_then_resync(naive_cache, c.cache().host)) ++corrupted_replays;
-      }
+    if (control) {
+      // Unguarded: the padded rows are written too. Compare with the guarded result.
+      thrust::copy(slots.begin(), slots.end(), naive_slots.begin());
+      const auto* k = reinterpret_cast<const uint16_t*>(c.k_host());
+      thrust::copy(k, k + kCapturedRows * shape.head_dim, naive_k.begin());
+      CUDA_ASSERT(cudaGraphLaunch(naive_exec, stream));
+      CUDA_ASSERT(cudaStreamSynchronize(stream));
+      if (naive_differs_then_resync(naive_cache, c.cache().host)) ++corrupted_replays;
     }
-  }
+  });
+  if (HasFatalFailure()) return;
   if (control) {
     EXPECT_GT(corrupted_replays, 0) << "the control never corrupted: the test cannot see the bug";
     RecordProperty("naive_corrupted_replays", corrupted_replays);

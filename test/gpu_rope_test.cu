@@ -161,13 +161,7 @@ TEST_P(RopeReplay, GraphReplayNeverTouchesPaddingRows) {
             break;
   }
   KvCase c(s);
-  std::vector<int64_t> previous = distinct_slots(rng_, kRows, c.capacity(), -1);
-  c.randomize_inputs(rng_, kRows);
-  c.randomize_scales(rng_);
-  c.randomize_rope(rng_, kRows, false);
-  c.set_count(kRows);
-  c.set_slots(previous);
-  c.upload_inputs();
+  std::vector<int64_t> previous = c.prime_every_row(rng_);
   cudaStream_t stream;
   CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph;
@@ -219,50 +213,42 @@ TEST_P(RopeReplay, GraphReplayNeverTouchesPaddingRows) {
   }
 
   int corrupted = 0;
-  for (Padding padding : kPaddings) {
-    for (int64_t n = 0; n <= kRows; ++n) {
-      SCOPED_TRACE("padding " + std::to_string(static_cast<int>(padding)) + ", n = " +
-                   std::to_string(n));
-      const std::vector<int64_t> slots =
-          padded_replay_slots(rng_, kRows, n, c.capacity(), padding, previous);
-      c.randomize_inputs(rng_, n);
-      c.randomize_scales(rng_);
-      c.randomize_rope(rng_, n, false);  // padded rows: garbage positions, never read past
-      c.set_count(static_cast<int32_t>(n));
-      c.set_slots(slots);
-      // The pair's inputs before the guarded replay rotates Q in place.
-      std::vector<uint16_t> q(kRows * q_width), k(kRows * kv_width), v(kRows * kv_width);
-      std::vector<int64_t> positions(kRows, 0);
-      if (control) {
-        const auto* in = reinterpret_cast<const uint16_t*>(c.input().host.data());
-        const auto* qh = reinterpret_cast<const uint16_t*>(c.query()->host.data());
-        std::copy(qh, qh + kRows * q_width, q.begin());
-        for (int64_t r = 0; r < kRows; ++r) {
-          std::copy(in + r * c.width(), in + r * c.width() + kv_width, k.begin() + r * kv_width);
-          std::copy(in + r * c.width() + kv_width, in + r * c.width() + 2 * kv_width,
-                    v.begin() + r * kv_width);
-        }
-        const auto& pos_bytes = c.rope_positions().host;
-        for (int64_t r = 0; r < n; ++r) std::memcpy(&positions[r], pos_bytes.data() + 8 * r, 8);
+  for_each_padded_replay(kRows, [&](Padding padding, int64_t n) {
+    // Padded rows: garbage positions, never read past.
+    const std::vector<int64_t> slots = c.prepare_replay(rng_, n, padding, previous);
+    // The pair's inputs before the guarded replay rotates Q in place.
+    std::vector<uint16_t> q(kRows * q_width), k(kRows * kv_width), v(kRows * kv_width);
+    std::vector<int64_t> positions(kRows, 0);
+    if (control) {
+      const auto* in = reinterpret_cast<const uint16_t*>(c.input().host.data());
+      const auto* qh = reinterpret_cast<const uint16_t*>(c.query()->host.data());
+      std::copy(qh, qh + kRows * q_width, q.begin());
+      for (int64_t r = 0; r < kRows; ++r) {
+        std::copy(in + r * c.width(), in + r * c.width() + kv_width, k.begin() + r * kv_width);
+        std::copy(in + r * c.width() + kv_width, in + r * c.width() + 2 * kv_width,
+                  v.begin() + r * kv_width);
       }
-      ASSERT_TRUE(replay_matches_reference(c, exec, stream));
-      previous = slots;
-      if (control) {
-        thrust::copy(slots.begin(), slots.end(), naive_slots.begin());
-        thrust::copy(positions.begin(), positions.end(), naive_positions.begin());
-        thrust::copy(q.begin(), q.end(), naive_q.begin());
-        thrust::copy(k.begin(), k.end(), naive_k.begin());
-        thrust::copy(v.begin(), v.end(), naive_v.begin());
-        CUDA_ASSERT(cudaGraphLaunch(naive_exec, stream));
-        CUDA_ASSERT(cudaStreamSynchronize(stream));
-        const bool k_differs = naive_differs_then_resync(naive_k_cache, c.k_cache().host);
-        const bool v_differs = naive_differs_then_resync(naive_v_cache, c.v_cache()->host);
-        // Without padding the pair writes what the fused store writes (the same rounding).
-        if (n == kRows) EXPECT_FALSE(k_differs || v_differs) << "the pair's real rows differ";
-        if (k_differs || v_differs) ++corrupted;
-      }
+      const auto& pos_bytes = c.rope_positions().host;
+      for (int64_t r = 0; r < n; ++r) std::memcpy(&positions[r], pos_bytes.data() + 8 * r, 8);
     }
-  }
+    ASSERT_TRUE(replay_matches_reference(c, exec, stream));
+    previous = slots;
+    if (control) {
+      thrust::copy(slots.begin(), slots.end(), naive_slots.begin());
+      thrust::copy(positions.begin(), positions.end(), naive_positions.begin());
+      thrust::copy(q.begin(), q.end(), naive_q.begin());
+      thrust::copy(k.begin(), k.end(), naive_k.begin());
+      thrust::copy(v.begin(), v.end(), naive_v.begin());
+      CUDA_ASSERT(cudaGraphLaunch(naive_exec, stream));
+      CUDA_ASSERT(cudaStreamSynchronize(stream));
+      const bool k_differs = naive_differs_then_resync(naive_k_cache, c.k_cache().host);
+      const bool v_differs = naive_differs_then_resync(naive_v_cache, c.v_cache()->host);
+      // Without padding the pair writes what the fused store writes (the same rounding).
+      if (n == kRows) EXPECT_FALSE(k_differs || v_differs) << "the pair's real rows differ";
+      if (k_differs || v_differs) ++corrupted;
+    }
+  });
+  if (HasFatalFailure()) return;
   if (control) {
     EXPECT_GT(corrupted, 0) << "the control never corrupted: the test cannot see the bug";
     std::printf("RoPE + paged K/V: the rotary kernel + naive scatter pair corrupted the caches in "

@@ -175,6 +175,21 @@ template <typename Case>
   return c.outputs_match();
 }
 
+// f(padding, n) for every padding of kPaddings and every n in [0, rows], under a trace naming
+// both: the replays of a store captured at `rows` rows. Stops at the first fatal failure (the
+// caller returns on HasFatalFailure()).
+template <typename F>
+void for_each_padded_replay(int64_t rows, F&& f) {
+  for (Padding padding : kPaddings) {
+    for (int64_t n = 0; n <= rows; ++n) {
+      SCOPED_TRACE("padding " + std::to_string(static_cast<int>(padding)) + ", n = " +
+                   std::to_string(n));
+      f(padding, n);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
 // The naive control of a replay test, after one replay: whether its cache differs from the
 // guarded store's (`guarded`, checked against the reference); then it takes those bytes, so that
 // each replay starts from the same cache.

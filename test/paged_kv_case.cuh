@@ -326,6 +326,34 @@ class KvCase {
   }
   void upload_inputs() { sc_.upload_inputs(); }
 
+  // What a padded-replay test captures its graph on: every row real, fresh inputs, scales and
+  // (with RoPE) positions, distinct slots; uploaded. Returns the slots.
+  std::vector<int64_t> prime_every_row(std::mt19937_64& rng) {
+    const int64_t b = s_.num_tokens;
+    std::vector<int64_t> slots = distinct_slots(rng, b, capacity_, -1);
+    randomize_inputs(rng, b);
+    randomize_scales(rng);
+    randomize_rope(rng, b, false);
+    set_count(static_cast<int32_t>(b));
+    set_slots(slots);
+    upload_inputs();
+    return slots;
+  }
+  // One replay's inputs: n real rows with fresh slots, `padding` in the others (garbage inputs and
+  // positions), new scales (read at run time). Returns the slots; replay_matches_reference
+  // uploads.
+  std::vector<int64_t> prepare_replay(std::mt19937_64& rng, int64_t n, Padding padding,
+                                      const std::vector<int64_t>& previous) {
+    std::vector<int64_t> slots =
+        padded_replay_slots(rng, s_.num_tokens, n, capacity_, padding, previous);
+    randomize_inputs(rng, n);
+    randomize_scales(rng);
+    randomize_rope(rng, n, false);
+    set_count(static_cast<int32_t>(n));
+    set_slots(slots);
+    return slots;
+  }
+
   Status run_device(cudaStream_t stream, LaunchOptions launch = {}) {
     return store_paged_kv(params(Side::kDevice, launch), stream);
   }
