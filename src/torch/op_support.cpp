@@ -161,7 +161,7 @@ void check_id(const char* name, int64_t value, int64_t count) {
                 std::to_string(count) + ")");
 }
 
-void check_options(const BatchOptions& o) {
+void check_options(const BatchOptions& o, int64_t counters) {
   if (o.num_tokens_non_padded.has_value()) {
     const Tensor& n = *o.num_tokens_non_padded;
     check_tensor("num_tokens_non_padded", n, {ScalarType::Int}, {0, 1});
@@ -171,8 +171,9 @@ void check_options(const BatchOptions& o) {
   if (o.diagnostics.has_value()) {
     const Tensor& d = *o.diagnostics;
     check_tensor("diagnostics", d, {ScalarType::Long, ScalarType::UInt64}, {1});
-    if (d.numel() != 2 || !d.is_contiguous())
-      value_error("diagnostics must be a contiguous int64 tensor of 2 counters");
+    if (d.numel() != counters || !d.is_contiguous())
+      value_error("diagnostics must be a contiguous int64 tensor of " +
+                  std::to_string(counters) + " counters");
   }
   if (o.owner_size < 1 || (o.owner_size & (o.owner_size - 1)) != 0)
     value_error("owner_size = " + std::to_string(o.owner_size) +

@@ -71,7 +71,8 @@ struct BatchOptions {
   const OptTensor& diagnostics;
   bool enable_pdl;
 };
-void check_options(const BatchOptions& o);
+// `counters`: the diagnostics the store writes (3 with RoPE).
+void check_options(const BatchOptions& o, int64_t counters = 2);
 
 // `page_size` if given, else the power of two whose minimum page (min_bytes(P), the library's
 // layout table) is exactly the cache's bytes per page.

@@ -17,6 +17,9 @@ VLLM_SIGNATURES = {
                           "kv_cache_dtype", "k_scale", "v_scale"],
     "concat_and_cache_mla": ["kv_c", "k_pe", "kv_cache", "slot_mapping", "kv_cache_dtype",
                              "scale"],
+    "concat_and_cache_mla_rope_fused": ["positions", "q_pe", "k_pe", "kv_c", "cos_sin_cache",
+                                        "is_neox", "slot_mapping", "kv_cache", "kv_cache_dtype",
+                                        "kv_cache_scale"],
     "indexer_k_quant_and_cache": ["k", "kv_cache", "slot_mapping", "quant_block_size",
                                   "kv_cache_dtype"],
 }
@@ -54,6 +57,17 @@ def test_vllm_refusals_name_the_argument():
     with pytest.raises(ValueError, match="^nope is on cpu"):
         vllm.concat_and_cache_mla(kv(4, 512), kv(4, 64), kv(10, 16, 656, dtype=torch.uint8),
                                   slots, "fp8_ds_mla", scale)
+    q_pe, cos_sin = kv(4, 16, 64), torch.zeros(4096, 64)
+    with pytest.raises(ValueError, match="^key is on cpu"):  # well-formed: only the device
+        vllm.concat_and_cache_mla_rope_fused(slots, q_pe, kv(4, 64), kv(4, 512), cos_sin, False,
+                                             slots, kv(10, 16, 576), "auto", scale)
+    with pytest.raises(TypeError, match=r"^query\.dtype is torch\.float16"):
+        vllm.concat_and_cache_mla_rope_fused(slots, q_pe.half(), kv(4, 64), kv(4, 512), cos_sin,
+                                             True, slots, kv(10, 16, 576), "auto", scale)
+    with pytest.raises(ValueError, match="^diagnostics must be a contiguous int64 tensor of 3"):
+        vllm.concat_and_cache_mla_rope_fused(slots, q_pe, kv(4, 64), kv(4, 512), cos_sin, True,
+                                             slots, kv(10, 16, 576), "auto", scale,
+                                             diagnostics=torch.zeros(2, dtype=torch.int64))
     with pytest.raises(ValueError, match="^quant_block_size = 64"):
         vllm.indexer_k_quant_and_cache(kv(4, 128), kv(10, 64, 132, dtype=torch.uint8), slots, 64,
                                        "ue8m0")

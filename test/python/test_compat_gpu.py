@@ -123,6 +123,48 @@ def test_vllm_concat_and_cache_mla(env):
     assert torch.equal(cache, expected)
 
 
+def test_vllm_concat_and_cache_mla_rope_fused(env):
+    # q_pe and k_pe rotated in place (vLLM's arithmetic: each operation in the input dtype), the
+    # rotated k_pe after kv_c in the 576-wide rows; q_pe a slice of DeepSeek's q [T, H, 192].
+    torch, vllm, dev = env
+    rows, real, heads = 20, 15, 16
+    positions = torch.randint(0, 4096, (rows,), device=dev)
+    positions[3] = 4096  # past the cache: row 3 rotates and stores nothing, and is counted
+    cos_sin = (torch.rand(4096, 64, device=dev) * 2 - 1).bfloat16()
+    slots = slots_with_padding(torch, dev, rows, real)  # rows past `real`: slot -1
+    scale = torch.tensor([0.04], device=dev)
+    for kv_dtype, dtype, is_neox in (("auto", torch.bfloat16, False),
+                                     ("fp8", torch.uint8, True)):
+        q = torch.randn(rows, heads, 192, device=dev).bfloat16()
+        q_pe = q[..., 128:]
+        k_pe = torch.randn(rows, 64, device=dev).bfloat16()
+        kv_c = torch.randn(rows, 512, device=dev).bfloat16()
+        cache = torch.full((PAGES, P, 576), 0x5A, dtype=dtype, device=dev)
+        expected, q_want, k_want = cache.clone(), q.clone(), k_pe.clone()
+        ok = torch.tensor([r for r in range(rows) if r != 3], device=dev)
+        k_rot = ref.ref_rope(k_pe[ok].unsqueeze(1), positions[ok], cos_sin, 64, is_neox,
+                             "input_type")
+        q_want[ok, :, 128:] = ref.ref_rope(q_pe[ok], positions[ok], cos_sin, 64, is_neox,
+                                           "input_type")
+        k_want[ok] = k_rot.squeeze(1)
+        e = expected.view(torch.float8_e4m3fn) if dtype == torch.uint8 else expected
+        s = scale if kv_dtype == "fp8" else None
+        stored = torch.tensor([r for r in range(real) if r != 3], device=dev)
+        ref.ref_paged_kv(e[..., :512].unsqueeze(2), "nhd", kv_c[stored].unsqueeze(1),
+                         slots[stored], s)
+        ref.ref_paged_kv(e[..., 512:].unsqueeze(2), "nhd", k_want[stored].unsqueeze(1),
+                         slots[stored], s)
+        diagnostics = torch.zeros(3, dtype=torch.int64, device=dev)
+        vllm.concat_and_cache_mla_rope_fused(positions, q_pe, k_pe, kv_c, cos_sin, is_neox,
+                                             slots, cache, kv_dtype, scale,
+                                             diagnostics=diagnostics)
+        torch.cuda.synchronize()
+        assert torch.equal(cache, expected), kv_dtype
+        assert torch.equal(q.view(torch.int16), q_want.view(torch.int16)), kv_dtype
+        assert torch.equal(k_pe.view(torch.int16), k_want.view(torch.int16)), kv_dtype
+        assert diagnostics.tolist() == [0, 0, 1], kv_dtype
+
+
 def test_vllm_indexer_k_quant_and_cache(env):
     torch, vllm, dev = env
     k = torch.randn(20, 128, device=dev).bfloat16()

@@ -320,6 +320,13 @@ def test_opcheck(env):
          (kk, kk, slots, torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev),
           torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev), 0, None, None, None,
           n, -1, 0, 1, diag, False)),
+        (cst.ops.store_paged_kv,  # RoPE: Q rotated in place, the rotated K into key_out
+         (kk, kk, slots, torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev),
+          torch.zeros(PAGES, P, 4, 128, dtype=torch.bfloat16, device=dev), 0, None, None, None,
+          n, -1, 0, 1, torch.zeros(3, dtype=torch.int64, device=dev), False, None, None, None,
+          None, None, torch.randn(8, 16, 128, device=dev).bfloat16(),
+          torch.rand(64, 128, device=dev), torch.randint(0, 64, (8,), device=dev), 64, True, 1,
+          None, torch.zeros_like(kk))),
     ]
     for op, args in samples:
         torch.library.opcheck(op, args)
@@ -474,3 +481,109 @@ def test_deepseek_stores_page_table_matches_its_slot_mapping(env):
         for a, b in zip(*out):
             assert torch.equal(a, b), name
         assert not torch.equal(out[0][0], poison(torch, dev, PAGES, page_bytes[0])), name
+
+
+# (input dtype, cache: 'auto' | 'fp8_e4m3' | 'nvfp4', layout, is_neox, rope_rounding, cos/sin
+# dtype, rotary_dim, positions dtype, where Q and the rotated K go)
+ROPE_CASES = {
+    "bf16_auto_nhd_neox_input_type": (
+        "bfloat16", "auto", "nhd", True, "input_type", "float32", 128, "int64", "in_place"),
+    "fp16_fp8_hnd_gptj_fp32_partial": (
+        "float16", "fp8_e4m3", "hnd", False, "fp32", "float16", 64, "int32", "out"),
+    "bf16_nvfp4_nhd_neox_fp32": (
+        "bfloat16", "nvfp4", "nhd", True, "fp32", "bfloat16", 128, "int64", "key_in_place"),
+    "fp32_auto_hnd_gptj_input_type_partial": (
+        "float32", "auto", "hnd", False, "input_type", "float32", 32, "int32", "in_place"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROPE_CASES))
+def test_store_paged_kv_rope_padded_replay_matches_reference(env, name):
+    """RoPE in the store under padded graph replay: caches, Q and the rotated K compared byte for
+    byte with the reference; a real row whose position is outside the cos/sin cache writes
+    nothing and is counted; padded rows (NaN junk, any position) rotate and write nothing."""
+    torch, cst, dev = env
+    dtype_name, cache, layout, is_neox, rounding, cs_name, rot, pos_name, out = ROPE_CASES[name]
+    dtype, cs_dtype, pos_dtype = (getattr(torch, n) for n in (dtype_name, cs_name, pos_name))
+    H, HQ, D, MAX_POS = 8, 32, 128, 4096
+    cos_sin = (torch.rand(MAX_POS, rot, device=dev) * 2 - 1).to(cs_dtype)
+    key, value = (torch.randn(B, H, D, device=dev).to(dtype) for _ in range(2))
+    query = torch.randn(B, HQ, D, device=dev).to(dtype)
+    query_out = torch.full_like(query, 7.0) if out == "out" else None
+    key_out = key if out == "key_in_place" else torch.full_like(key, -3.0)
+    slots = torch.randperm(CAPACITY, device=dev)[:B]
+    positions = torch.randint(0, MAX_POS, (B,), device=dev).to(pos_dtype)
+    n = torch.full((1,), B, dtype=torch.int32, device=dev)
+    diagnostics = torch.zeros(3, dtype=torch.int64, device=dev)
+    shape = (PAGES, P, H, D) if layout == "nhd" else (PAGES, H, P, D)
+    scale = {} if cache == "auto" else {
+        "k_scale": torch.rand(H, device=dev) * 0.05 + 0.01,
+        "v_scale": torch.rand(H, device=dev) * 0.05 + 0.01}
+    if cache == "nvfp4":
+        caches = [poison(torch, dev, *shape[:-1], D // 2) for _ in range(2)]
+        block = [poison(torch, dev, *shape[:-1], D // 16) for _ in range(2)]
+        scale.update(key_block_scale=block[0], value_block_scale=block[1])
+    elif cache == "fp8_e4m3":
+        caches = [poison(torch, dev, *shape).view(torch.float8_e4m3fn) for _ in range(2)]
+    else:
+        caches = [poison(torch, dev, *shape[:-1], D * dtype.itemsize).view(dtype)
+                  for _ in range(2)]
+    tracked = caches + (block if cache == "nvfp4" else [])
+
+    def store():
+        cst.store_paged_kv(key, value, slots, caches[0], caches[1], layout=layout,
+                           num_tokens_non_padded=n, diagnostics=diagnostics, query=query,
+                           cos_sin_cache=cos_sin, rope_positions=positions, rotary_dim=rot,
+                           is_neox=is_neox, rope_rounding=rounding, query_out=query_out,
+                           key_out=key_out, **scale)
+
+    store()  # warm-up (eager), then capture once at B rows
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        store()
+    for step, real in enumerate([32, 17, 5, 0, 1, 9, 32]):
+        padding = ("stale", "zero", "minus_one")[step % 3]
+        fresh = torch.randperm(CAPACITY, device=dev)[:real]
+        pad = {"stale": slots[real:].clone(), "zero": torch.zeros(B - real, dtype=slots.dtype, device=dev),
+               "minus_one": torch.full((B - real,), -1, dtype=slots.dtype, device=dev)}[padding]
+        slots.copy_(torch.cat([fresh, pad]))
+        positions.copy_(torch.randint(0, MAX_POS, (B,), device=dev))
+        positions[real:] = torch.randint(-5, 2 * MAX_POS, (B - real,), device=dev)
+        skipped = sorted({0, real - 1}) if step % 2 and real > 0 else []
+        for r, p in zip(skipped, (MAX_POS, -1)):  # real rows past either end of the cache
+            positions[r] = p
+        for t in (key, value, query):
+            t.copy_(torch.randn(t.shape, device=dev) * 2.0 ** (step - 3))
+            t[real:] = float("nan")
+        if key_out is not key:
+            key_out.fill_(-3.0)
+        if query_out is not None:
+            query_out.fill_(7.0)
+        diagnostics.zero_()
+        expected = [t.clone() for t in tracked]
+        q_expected = (query if query_out is None else query_out).clone()
+        k_expected = key_out.clone()
+        rows = torch.tensor([r for r in range(real) if r not in skipped], dtype=torch.long,
+                            device=dev)
+        k_rot = ref.ref_rope(key[rows], positions[rows], cos_sin, rot, is_neox, rounding)
+        q_expected[rows] = ref.ref_rope(query[rows], positions[rows], cos_sin, rot, is_neox,
+                                        rounding)
+        k_expected[rows] = k_rot
+        if cache == "nvfp4":
+            for i, x in enumerate((k_rot, value[rows])):
+                ref.ref_paged_kv_nvfp4(expected[i], expected[2 + i], layout, x, slots[rows],
+                                       scale["k_scale" if i == 0 else "v_scale"])
+        else:
+            for i, x in enumerate((k_rot, value[rows])):
+                ref.ref_paged_kv(expected[i], layout, x, slots[rows],
+                                 scale.get("k_scale" if i == 0 else "v_scale"), True)
+        graph.replay()
+        torch.cuda.synchronize()
+        where = f"{name}, replay {step} (n={real}, padding {padding})"
+        for i, (got, want) in enumerate(zip(tracked, expected)):
+            assert torch.equal(bytes_of(got), bytes_of(want)), f"{where}: cache {i}"
+        assert torch.equal(bytes_of(query if query_out is None else query_out),
+                           bytes_of(q_expected)), f"{where}: Q"
+        assert torch.equal(bytes_of(key_out), bytes_of(k_expected)), f"{where}: key_out"
+        assert diagnostics.tolist() == [0, 0, len(skipped)], where

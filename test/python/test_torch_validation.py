@@ -42,6 +42,8 @@ def I32(n):  # noqa: N802 - a dtype-named constructor like the others
 
 
 TABLE = {"positions": I32(4), "kv_indptr": I32(3), "kv_indices": I32(5)}
+Q32 = bf16(4, 32, 128)
+ROPE_KW = {"cos_sin_cache": torch.zeros(4096, 128), "rope_positions": I32(4), "query": Q32}
 
 # (store, args, kwargs, exception, message regex): every refusal of the tensor checks, and a
 # well-formed call on CPU tensors (only the device is wrong).
@@ -223,6 +225,51 @@ CASES = {
     "nvfp4_device": ("store_paged_kv", (K16, K16, SLOTS, NV4, NV4.clone()),
                      {"k_scale": ONE, "v_scale": ONE, "key_block_scale": NV4_SF,
                       "value_block_scale": NV4_SF.clone()}, ValueError, "^key is on cpu"),
+    "rope_device": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
+                    dict(ROPE_KW, key_out=K16, query_out=Q32.clone(), rotary_dim=64,
+                         is_neox=False, rope_rounding="fp32",
+                         diagnostics=i64(3)), ValueError, "^key is on cpu"),
+    "rope_without_cache": ("store_paged_kv", (K16, K16, SLOTS, KC, KC), {"query": Q32},
+                           ValueError, r"^query given without cos_sin_cache \(RoPE\)$"),
+    "rope_positions_missing": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
+                               dict(ROPE_KW, rope_positions=None), ValueError,
+                               "^rope_positions is required with cos_sin_cache$"),
+    "rope_positions_rows": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
+                            dict(ROPE_KW, rope_positions=I32(3)), ValueError,
+                            "^rope_positions has 3 entries; the batch has 4 rows$"),
+    "rope_cache_dtype": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
+                         dict(ROPE_KW, cos_sin_cache=I32(8).view(4, 2)), TypeError,
+                         r"^cos_sin_cache\.dtype is torch\.int32; expected"),
+    "rope_cache_strided": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
+                           dict(ROPE_KW, cos_sin_cache=torch.zeros(128, 4096).t()), ValueError,
+                           "^cos_sin_cache: the last dimension must be contiguous$"),
+    "rope_rotary_dim": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
+                        dict(ROPE_KW, rotary_dim=130), ValueError,
+                        "^rotary_dim = 130: must be even, at most cos_sin_cache's width 128 and "
+                        "the head dim 128$"),
+    "rope_query_dtype": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
+                         dict(ROPE_KW, query=Q32.half()), TypeError,
+                         r"^query\.dtype is torch\.float16; expected torch\.bfloat16$"),
+    "rope_query_rows": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
+                        dict(ROPE_KW, query=bf16(3, 32, 128)), ValueError,
+                        r"^query \(3, 32, 128\) must be \[4, heads, 128\] \(key's rows and head "
+                        r"dim\)$"),
+    "rope_query_out_alone": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
+                             dict(ROPE_KW, query=None, query_out=Q32), ValueError,
+                             "^query_out given without query$"),
+    "rope_query_out_shape": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
+                             dict(ROPE_KW, query_out=bf16(4, 16, 128)), ValueError,
+                             r"^query_out \(4, 16, 128\) must have query's shape \(4, 32, 128\), "
+                             r"the last dimension contiguous$"),
+    "rope_key_out_dtype": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
+                           dict(ROPE_KW, key_out=K16.float()), TypeError,
+                           r"^key_out\.dtype is torch\.float32; expected torch\.bfloat16$"),
+    "rope_diagnostics": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
+                         dict(ROPE_KW, diagnostics=i64(2)), ValueError,
+                         "^diagnostics must be a contiguous int64 tensor of 3 counters$"),
+    "rope_rounding": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
+                      dict(ROPE_KW, rope_rounding="bf16"), ValueError,
+                      r"^rope_rounding = 'bf16': expected one of \['fp32', 'input_type'\]$"),
     "fp8_table_partial": ("store_index_k_fp8", (K, SLOTS32, FP8_PAGES), {"kv_indices": I32(4)},
                           ValueError, "^positions, kv_indptr and kv_indices go together"),
     "fp8_table_device": ("store_index_k_fp8", (K, SLOTS32, FP8_PAGES), TABLE, ValueError,
@@ -354,3 +401,12 @@ def test_python_ops_pass_the_same_tests():
     # The fallback (torch < 2.10 or no extension): the same ops defined in Python. A fresh
     # interpreter, since one process holds one definition of torch.ops.cachestore.
     run_under_python_ops(__file__, "test_python_ops_pass_the_same_tests")
+
+def test_rope_reference_reproduces_the_worked_pair():
+    # The contract's bf16 pair (docs/layouts.md): x = 1.5, y = 0.3125, cos 0.6, sin 0.8.
+    import torch_reference as ref
+    x = torch.tensor([[[1.5, 0.3125]]], dtype=torch.bfloat16)
+    cos_sin = torch.tensor([[0.6, 0.8]])
+    for rounding, first in (("input_type", 0x3F27), ("fp32", 0x3F26)):
+        out = ref.ref_rope(x, torch.tensor([0]), cos_sin, 2, True, rounding)
+        assert out.view(torch.int16).flatten().tolist() == [first, 0x3FB2], rounding

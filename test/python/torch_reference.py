@@ -190,3 +190,30 @@ def ref_paged_kv_nvfp4(cache, block_scales, layout, x, slots, g):
             dst[page, off] = vals
         else:
             dst.permute(0, 2, 1, 3)[page, off] = vals
+
+
+def ref_rope(x, positions, cos_sin, rotary_dim, is_neox, rounding):
+    """x [m, H, D] rotated at positions [m] by cos_sin [max_position, >= rotary_dim] (cos in the
+    first half), the first rotary_dim values in NeoX halves or GPT-J pairs. 'input_type' on 16-bit
+    x: cos / sin rounded to x's dtype, each product and the sum rounded to it (torch's own
+    per-operation rounding, as vLLM's rotary_embedding); else fma(own, cos, -+(partner * sin)) in
+    fp32, then x's dtype (FlashInfer): the exact product and sum in float64, rounded once to
+    fp32 (the double rounding differs only where the float64 sum lands on an fp32 midpoint, which
+    random operands do not)."""
+    half = rotary_dim // 2
+    row = cos_sin[positions.long()]
+    c, s = row[:, :half].unsqueeze(1), row[:, half:rotary_dim].unsqueeze(1)
+    first = slice(0, half) if is_neox else slice(0, rotary_dim, 2)
+    second = slice(half, rotary_dim) if is_neox else slice(1, rotary_dim, 2)
+    x1, x2 = x[..., first], x[..., second]
+    if rounding == "input_type" and x.dtype != torch.float32:
+        c, s = c.to(x.dtype), s.to(x.dtype)
+        o1, o2 = x1 * c - x2 * s, x2 * c + x1 * s
+    else:
+        def fma(own, partner, sign):
+            product = (partner.float() * s.float()).double()
+            return (own.double() * c.double() + sign * product).float().to(x.dtype)
+        o1, o2 = fma(x1, x2, -1.0), fma(x2, x1, 1.0)
+    out = x.clone()
+    out[..., first], out[..., second] = o1, o2
+    return out

@@ -11,6 +11,9 @@
 - `concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, scale)`: the
   576-wide MLA rows `[num_blocks, block_size, 576]`, or with `kv_cache_dtype="fp8_ds_mla"` the
   656-byte FlashMLA record (cachestore's `v32` layout, amax rule);
+- `concat_and_cache_mla_rope_fused(positions, q_pe, k_pe, kv_c, cos_sin_cache, is_neox,
+  slot_mapping, kv_cache, kv_cache_dtype, kv_cache_scale)`: q_pe and k_pe rotated in place, the
+  rotated k_pe and kv_c stored in the same 576-wide rows, in one launch;
 - `indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, kv_cache_dtype)`:
   DeepSeek V3.2's fp8 indexer cache (`"ue8m0"`: power-of-two scales), or a bf16 cache.
 
@@ -101,6 +104,35 @@ def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, sca
         _reraise(e)
 
 
+def concat_and_cache_mla_rope_fused(positions, q_pe, k_pe, kv_c, cos_sin_cache, is_neox,
+                                    slot_mapping, kv_cache, kv_cache_dtype, kv_cache_scale, *,
+                                    num_tokens_non_padded=None, diagnostics=None):
+    """vLLM `concat_and_cache_mla_rope_fused`: q_pe [num_tokens, num_heads, rot_dim] and k_pe
+    [num_tokens, rot_dim] rotated in place at positions by cos_sin_cache [max_position, rot_dim]
+    (NeoX halves if is_neox, else GPT-J pairs; each operation rounded to the input dtype, as
+    vLLM computes), then the rotated k_pe after kv_c [num_tokens, kv_lora_rank] into kv_cache
+    [num_blocks, block_size, kv_lora_rank + rot_dim] (auto, or fp8 under kv_cache_scale).
+    Differences: every real row's k_pe is rotated, also where its slot is negative (vLLM
+    rotates those rows' q_pe only); a position outside cos_sin_cache skips its row (nothing
+    rotated or stored; counted in `diagnostics=`, then 3 counters) where vLLM reads past the
+    cache."""
+    rows = slot_mapping.shape[0]
+    if kv_c.shape[0] != rows:
+        kv_c, k_pe, q_pe = kv_c[:rows], k_pe[:rows], q_pe[:rows]
+    try:
+        cache_type = _cache_type(kv_cache_dtype)
+        scale = None if cache_type is None else kv_cache_scale
+        split = kv_cache.shape[-1] - k_pe.shape[-1]
+        key = k_pe.unsqueeze(1)  # one head, rotated in place (key_out is key)
+        _store_paged_kv(key, kv_c, slot_mapping, kv_cache[..., split:], kv_cache[..., :split],
+                        _NHD, cache_type, scale, scale, num_tokens_non_padded, -1, 0, 1,
+                        diagnostics, query=q_pe, cos_sin_cache=cos_sin_cache,
+                        rope_positions=positions[:rows], is_neox=is_neox,
+                        rope_rounding=c.ROPE_ROUND_INPUT_TYPE, key_out=key)
+    except (ValueError, RuntimeError) as e:
+        _reraise(e)
+
+
 def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, kv_cache_dtype, *,
                               num_tokens_non_padded=None, diagnostics=None):
     """vLLM `indexer_k_quant_and_cache`: k [num_tokens, head_dim] bf16 into the fp8 indexer cache
@@ -129,4 +161,4 @@ def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, kv_ca
 
 
 __all__ = ["reshape_and_cache_flash", "reshape_and_cache", "concat_and_cache_mla",
-           "indexer_k_quant_and_cache"]
+           "concat_and_cache_mla_rope_fused", "indexer_k_quant_and_cache"]

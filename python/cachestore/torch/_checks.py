@@ -67,16 +67,18 @@ def check_id(name, value, count):
         raise ValueError(f"{name} = {value}: expected an id in [0, {count})")
 
 
-def check_options(a):
-    """The batch options every store takes (num_tokens_non_padded, diagnostics, owner_*)."""
+def check_options(a, counters=2):
+    """The batch options every store takes (num_tokens_non_padded, diagnostics, owner_*);
+    `counters`: the diagnostics a store writes (3 with RoPE)."""
     if a.num_tokens_non_padded is not None:
         check_tensor("num_tokens_non_padded", a.num_tokens_non_padded, (torch.int32,), (0, 1))
         if a.num_tokens_non_padded.numel() != 1:
             raise ValueError("num_tokens_non_padded must hold one int32 (the real row count)")
     if a.diagnostics is not None:
         check_tensor("diagnostics", a.diagnostics, (torch.int64, torch.uint64), (1,))
-        if a.diagnostics.numel() != 2 or not a.diagnostics.is_contiguous():
-            raise ValueError("diagnostics must be a contiguous int64 tensor of 2 counters")
+        if a.diagnostics.numel() != counters or not a.diagnostics.is_contiguous():
+            raise ValueError(f"diagnostics must be a contiguous int64 tensor of {counters} "
+                             f"counters")
     owner_rank, owner_size = getattr(a, "owner_rank", 0), getattr(a, "owner_size", 1)
     if owner_size < 1 or owner_size & (owner_size - 1):
         raise ValueError(f"owner_size = {owner_size}: must be a power of two >= 1")

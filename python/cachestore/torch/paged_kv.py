@@ -18,6 +18,10 @@ _NHD, _PAGED_ATTENTION = LAYOUTS["nhd"], LAYOUTS["paged_attention"]
 _INPUT_TYPES = {torch.bfloat16: c.KV_BF16, torch.float16: c.KV_FP16, torch.float32: c.KV_FP32}
 _AUTO_DTYPES = tuple(_INPUT_TYPES)
 _LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
+# RoPE in the store: which peer's rounding the rotation reproduces (docs/layouts.md): vLLM's
+# rotary_embedding (each operation in the input type) or FlashInfer's (fp32 arithmetic).
+ROPE_ROUNDINGS = {"input_type": c.ROPE_ROUND_INPUT_TYPE, "fp32": c.ROPE_ROUND_FP32}
+_ROPE_ONLY = ("rope_positions", "rotary_dim", "query", "query_out", "key_out")
 
 
 def _side_cache_type(a, cache_name, cache, x_name, x, block_scales):
@@ -131,7 +135,8 @@ def _prepare(a):
                 raise ValueError(f"{scale_name} must hold 1 or {heads} (one per head) float32")
     k_.check_slots("slot_mapping", a.slot_mapping, a.key.shape[0])
     k_.check_page_table(a, a.key.shape[0])
-    k_.check_options(a)
+    _prepare_rope(a)
+    k_.check_options(a, 2 if a.cos_sin_cache is None else 3)
     k_.same_device(("key", a.key), ("value", a.value), ("slot_mapping", a.slot_mapping),
                    ("positions", a.positions), ("kv_indptr", a.kv_indptr),
                    ("kv_indices", a.kv_indices),
@@ -140,8 +145,79 @@ def _prepare(a):
                    ("key_block_scale", a.key_block_scale),
                    ("value_block_scale", a.value_block_scale),
                    ("num_tokens_non_padded", a.num_tokens_non_padded),
-                   ("diagnostics", a.diagnostics))
+                   ("diagnostics", a.diagnostics), ("cos_sin_cache", a.cos_sin_cache),
+                   ("rope_positions", a.rope_positions), ("query", a.query),
+                   ("query_out", a.query_out), ("key_out", a.key_out))
     a.kv_cache_dtype = cache_type
+
+
+def _like(name, t, like_name, like):
+    """`t` must have the shape and dtype of `like` (an output beside its input)."""
+    k_.check_tensor(name, t, (like.dtype,), (like.dim(),))
+    if t.shape != like.shape or t.stride(-1) != 1:
+        raise ValueError(f"{name} {tuple(t.shape)} must have {like_name}'s shape "
+                         f"{tuple(like.shape)}, the last dimension contiguous")
+
+
+def _prepare_rope(a):
+    """RoPE in the store (cos_sin_cache given): K rotated before it is stored, Q (query) in place
+    or into query_out, the rotated K into key_out. Resolves rotary_dim (default: the cache's
+    width)."""
+    k_.check_id("rope_rounding", a.rope_rounding, len(ROPE_ROUNDINGS))
+    if a.cos_sin_cache is None:
+        for name in _ROPE_ONLY:
+            if getattr(a, name) is not None:
+                raise ValueError(f"{name} given without cos_sin_cache (RoPE)")
+        return
+    cs = a.cos_sin_cache
+    k_.check_tensor("cos_sin_cache", cs, _AUTO_DTYPES, (2,))
+    if cs.stride(-1) != 1:
+        raise ValueError("cos_sin_cache: the last dimension must be contiguous")
+    if a.rope_positions is None:
+        raise ValueError("rope_positions is required with cos_sin_cache")
+    rows, head_dim = a.key.shape[0], a.key.shape[-1]
+    k_.check_slots("rope_positions", a.rope_positions, rows)
+    if a.rotary_dim is None:
+        a.rotary_dim = cs.shape[1]
+    if not 0 < a.rotary_dim <= min(cs.shape[1], head_dim) or a.rotary_dim % 2:
+        raise ValueError(f"rotary_dim = {a.rotary_dim}: must be even, at most cos_sin_cache's "
+                         f"width {cs.shape[1]} and the head dim {head_dim}")
+    if a.query is not None:
+        k_.check_tensor("query", a.query, (a.key.dtype,), (2, 3))
+        if a.query.stride(-1) != 1:
+            raise ValueError("query: the last dimension must be contiguous")
+        if a.query.shape[0] != rows or a.query.shape[-1] != head_dim:
+            raise ValueError(f"query {tuple(a.query.shape)} must be [{rows}, heads, "
+                             f"{head_dim}] (key's rows and head dim)")
+    elif a.query_out is not None:
+        raise ValueError("query_out given without query")
+    if a.query_out is not None:
+        _like("query_out", a.query_out, "query", a.query)
+    if a.key_out is not None:
+        _like("key_out", a.key_out, "key", a.key)
+
+
+def _rope(a):
+    """The C RoPE description of `a` (all zero without cos_sin_cache)."""
+    r = c.Rope()
+    if a.cos_sin_cache is None:
+        return r
+    cs, pos = a.cos_sin_cache, a.rope_positions
+    r.positions = pos.data_ptr()
+    r.positions_type = c.SLOT_INT32 if pos.dtype == torch.int32 else c.SLOT_INT64
+    r.cos_sin_type = _INPUT_TYPES[cs.dtype]
+    r.cos_sin_cache, r.cos_sin_stride, r.max_position = cs.data_ptr(), cs.stride(0), cs.shape[0]
+    r.rotary_dim = a.rotary_dim
+    r.style = c.ROPE_NEOX if a.is_neox else c.ROPE_GPTJ
+    r.rounding = a.rope_rounding
+    for name, t in (("query", a.query), ("query_out", a.query_out), ("key_out", a.key_out)):
+        if t is not None:
+            setattr(r, name, t.data_ptr())
+            setattr(r, f"{name}_token_stride", t.stride(0))
+            setattr(r, f"{name}_head_stride", t.stride(1) if t.dim() == 3 else t.shape[-1])
+    if a.query is not None:
+        r.num_query_heads = a.query.shape[1] if a.query.dim() == 3 else 1
+    return r
 
 
 def _entry_and_head(cache, layout):
@@ -205,6 +281,7 @@ def _build(a):
         p.k_block_scales = _block_scales(a.key_block_scale, a.layout)
     if a.value_block_scale is not None:
         p.v_block_scales = _block_scales(a.value_block_scale, a.layout)
+    p.rope = _rope(a)
     return c.store_paged_kv, p, a.key
 
 
@@ -219,7 +296,15 @@ STORES = [
            Arg("v_scale", "Tensor?", None, keyword=True),
            *batch_options(),
            Arg("key_block_scale", "Tensor?", None, mutated=True, keyword=True),
-           Arg("value_block_scale", "Tensor?", None, mutated=True, keyword=True)],
+           Arg("value_block_scale", "Tensor?", None, mutated=True, keyword=True),
+           Arg("query", "Tensor?", None, mutated=True, keyword=True),
+           Arg("cos_sin_cache", "Tensor?", None, keyword=True),
+           Arg("rope_positions", "Tensor?", None, keyword=True),
+           Arg("rotary_dim", "int?", None, keyword=True),
+           Arg("is_neox", "bool", True, keyword=True),
+           Arg("rope_rounding", "int", "input_type", choices=ROPE_ROUNDINGS, keyword=True),
+           Arg("query_out", "Tensor?", None, mutated=True, keyword=True),
+           Arg("key_out", "Tensor?", None, mutated=True, keyword=True)],
           _prepare, _build,
           doc="K/V [T, H, D] (or [T, D], one head) bf16 / fp16 / fp32, any D, into paged "
               "caches: NHD [pages, P, H, D], HND [pages, H, P, D] or vLLM's paged attention (K "
@@ -234,5 +319,13 @@ STORES = [
               "(kv_cache_dtype 'nvfp4', or uint8 caches with key_block_scale / "
               "value_block_scale): caches of D / 2 bytes an entry (two e2m1 codes a byte), "
               "block scales uint8 / float8_e4m3fn of D / 16 an entry in the same layout, and "
-              "k_scale / v_scale the global decode scales."),
+              "k_scale / v_scale the global decode scales. RoPE in the same launch "
+              "(cos_sin_cache given): K rotated before it is stored (and quantized) at "
+              "rope_positions (int32 / int64 [T]) by cos_sin_cache [max_position, >= rotary_dim] "
+              "(cos in the first half; bf16 / fp16 / fp32), NeoX halves (is_neox) or GPT-J "
+              "pairs, the first rotary_dim values (default: its width); query [T, H_q, D] "
+              "rotated in place or into query_out; the rotated K into key_out (key itself: in "
+              "place); rope_rounding 'input_type' (vLLM rotary_embedding) or 'fp32' "
+              "(FlashInfer). A real row whose position is outside the cache writes nothing and "
+              "is counted: diagnostics then holds 3 counters."),
 ]
