@@ -152,4 +152,33 @@ inline kernels::SlotArgs flat_slot_args(const SlotMapping& slots, int64_t capaci
   return {slots.data, slots.reserved_slot, capacity, 0, 0};
 }
 
+// A rotation's kernel arguments (RotaryEmbedding): `pair_units` NeoX pairs of vectors (0 for
+// GPT-J), `rotated_units` units that rotate, Q's units from `q_begin` of a row.
+inline kernels::RopeArgs rope_args(const RotaryEmbedding& r, int32_t pair_units,
+                                   int32_t rotated_units, int32_t q_begin) {
+  auto* query = static_cast<uint8_t*>(r.query);
+  const bool q_in_place = r.query_out == nullptr;
+  return {r.positions,
+          static_cast<const uint8_t*>(r.cos_sin_cache),
+          (r.cos_sin_stride == 0 ? r.rotary_dim : r.cos_sin_stride) * kv_input_bytes(r.cos_sin_type),
+          r.max_position,
+          r.rotary_dim / 2,
+          pair_units,
+          rotated_units,
+          static_cast<uint8_t>(r.positions_type == SlotType::kInt64),
+          static_cast<uint8_t>(r.cos_sin_type),
+          static_cast<uint8_t>(r.rounding == RopeRounding::kInputType),
+          0,
+          q_begin,
+          query,
+          r.query_token_stride,
+          r.query_head_stride,
+          q_in_place ? query : static_cast<uint8_t*>(r.query_out),
+          q_in_place ? r.query_token_stride : r.query_out_token_stride,
+          q_in_place ? r.query_head_stride : r.query_out_head_stride,
+          static_cast<uint8_t*>(r.key_out),
+          r.key_out_token_stride,
+          r.key_out_head_stride};
+}
+
 }  // namespace cachestore::detail

@@ -23,31 +23,8 @@ Status launch_paged_kv_rope(const PagedKvParams& p, const ArchInfo& arch, cudaSt
   const int32_t q_begin = args.k_vecs + v_vecs;
   args.vecs_per_token = q_begin + r.num_query_heads * units_per_head;
 
-  const int64_t cos_sin_bytes = kv_input_bytes(r.cos_sin_type);
-  auto* query = static_cast<uint8_t*>(r.query);
-  const bool q_in_place = r.query_out == nullptr;
-  const kernels::RopeArgs rope{
-      r.positions,
-      static_cast<const uint8_t*>(r.cos_sin_cache),
-      (r.cos_sin_stride == 0 ? r.rotary_dim : r.cos_sin_stride) * cos_sin_bytes,
-      r.max_position,
-      r.rotary_dim / 2,
-      pair_units,
-      neox ? pair_units : r.rotary_dim / kW,
-      static_cast<uint8_t>(r.positions_type == SlotType::kInt64),
-      static_cast<uint8_t>(r.cos_sin_type),
-      static_cast<uint8_t>(r.rounding == RopeRounding::kInputType),
-      0,
-      q_begin,
-      query,
-      r.query_token_stride,
-      r.query_head_stride,
-      q_in_place ? query : static_cast<uint8_t*>(r.query_out),
-      q_in_place ? r.query_token_stride : r.query_out_token_stride,
-      q_in_place ? r.query_head_stride : r.query_out_head_stride,
-      static_cast<uint8_t*>(r.key_out),
-      r.key_out_token_stride,
-      r.key_out_head_stride};
+  const kernels::RopeArgs rope =
+      rope_args(r, pair_units, neox ? pair_units : r.rotary_dim / kW, q_begin);
 
   dim3 grid, block;
   CACHESTORE_RETURN_IF_ERROR(paged_kv_grid(p, arch, args.vecs_per_token, &grid, &block));

@@ -23,17 +23,6 @@
 
 namespace cachestore::kernels {
 
-// The kW input values held in the 16-byte vectors x, as fp32 (exact).
-template <KvDataType kIn, int kW, int kLoads>
-__device__ __forceinline__ void decode_values(const uint4 (&x)[kLoads], float (&v)[kW]) {
-  if constexpr (kIn == KvDataType::kFp32) {
-    memcpy(v, x, sizeof v);
-  } else {
-#pragma unroll
-    for (int i = 0; i < kW / 8; ++i) decode_vec<kIn>(x[i], v + 8 * i);
-  }
-}
-
 // fp8(v / scale) of an fp8 cache type: vLLM's bytes (the shared quantizer, fp8_divided).
 template <KvCacheType kCache, int kW>
 __device__ __forceinline__ Fp8Bytes<kW> kv_fp8(const float (&v)[kW], float scale) {
@@ -51,25 +40,6 @@ __device__ __forceinline__ PagePosition position_of(const PagedKvArgs& a, int64_
   if (static_cast<uint64_t>(slot) >> 32 != 0) return {slot / p, slot % p, a.slots};
   const uint32_t page = a.page_div.div(static_cast<uint32_t>(slot));
   return {page, static_cast<uint32_t>(slot) - page * p, a.slots};
-}
-
-// kBytes bytes from p (aligned to min(kBytes, 16)) into out: one load, or 16-byte ones.
-template <bool kPdl, int kBytes>
-__device__ __forceinline__ void load_bytes(const void* p, void* out) {
-  if constexpr (kBytes > 16) {
-    static_assert(kBytes % 16 == 0, "16-byte vectors");
-#pragma unroll
-    for (int i = 0; i < kBytes / 16; ++i) {
-      const uint4 v = load_global<kPdl>(static_cast<const uint4*>(p) + i);
-      memcpy(static_cast<uint8_t*>(out) + 16 * i, &v, 16);
-    }
-  } else {
-    using V = std::conditional_t<
-        kBytes == 2, uint16_t,
-        std::conditional_t<kBytes == 4, uint32_t, std::conditional_t<kBytes == 8, uint2, uint4>>>;
-    const V v = load_global<kPdl>(static_cast<const V*>(p));
-    memcpy(out, &v, kBytes);
-  }
 }
 
 // Element offset of index d within a (slot, head) entry (layout::kv_dim_offset).

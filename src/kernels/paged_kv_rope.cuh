@@ -4,108 +4,10 @@
 // rotates, so that Q and key_out rotate in place without a race.
 #pragma once
 
+#include "kernels/core/rope.cuh"
 #include "kernels/paged_kv.cuh"
 
 namespace cachestore::kernels {
-
-// fp32 rounded to the input type (round to nearest even; a NaN becomes the canonical one), as
-// fp32: what the engines' rotary kernels write.
-template <KvDataType kIn>
-__device__ __forceinline__ float round_to_input(float x) {
-  if constexpr (kIn == KvDataType::kFp32) {
-    return x;
-  } else if constexpr (kIn == KvDataType::kBf16) {
-    return __bfloat162float(__float2bfloat16_rn(x));
-  } else {
-    return __half2float(__float2half_rn(x));
-  }
-}
-
-// One rotated value: own x and partner y give x cos - y sin (first), or own y and partner x give
-// y cos + x sin. kInputType (16-bit inputs): each product and the sum rounded to the input type,
-// as vLLM's rotary_embedding computes in c10::BFloat16 / c10::Half; otherwise fp32 with the
-// contraction nvcc applies to both peers' fp32 expressions, then one rounding.
-template <KvDataType kIn>
-__device__ __forceinline__ float rotate_value(float own, float partner, float c, float s,
-                                              bool first, bool input_rounding) {
-  if (kIn != KvDataType::kFp32 && input_rounding) {
-    const float a = round_to_input<kIn>(__fmul_rn(own, c));
-    const float b = round_to_input<kIn>(__fmul_rn(partner, s));
-    return round_to_input<kIn>(first ? __fsub_rn(a, b) : __fadd_rn(a, b));
-  }
-  const float b = __fmul_rn(partner, s);
-  return round_to_input<kIn>(__fmaf_rn(own, c, first ? -b : b));
-}
-
-// kN cos and kN sin values of position `pos` from element `at` of its row, as fp32; rounded to
-// the input type first under kInputType rounding, as vLLM holds its cache in the query's dtype.
-template <KvDataType kIn, int kN>
-__device__ __forceinline__ void load_cos_sin(const RopeArgs& r, int64_t pos, int32_t at,
-                                             float (&c)[kN], float (&s)[kN]) {
-  const uint8_t* row = r.cos_sin + pos * r.cos_sin_stride;
-  const auto type = static_cast<KvDataType>(r.cos_sin_type);
-  if (type == KvDataType::kFp32) {
-    load_bytes<false, 4 * kN>(row + 4 * at, c);
-    load_bytes<false, 4 * kN>(row + 4 * (at + r.half_rot), s);
-  } else {
-    uint16_t cb[kN], sb[kN];
-    load_bytes<false, 2 * kN>(row + 2 * at, cb);
-    load_bytes<false, 2 * kN>(row + 2 * (at + r.half_rot), sb);
-#pragma unroll
-    for (int i = 0; i < kN; ++i) {
-      c[i] = type == KvDataType::kBf16 ? kv_value<KvDataType::kBf16>(cb[i])
-                                       : kv_value<KvDataType::kFp16>(cb[i]);
-      s[i] = type == KvDataType::kBf16 ? kv_value<KvDataType::kBf16>(sb[i])
-                                       : kv_value<KvDataType::kFp16>(sb[i]);
-    }
-  }
-  if (kIn != KvDataType::kFp32 && r.input_rounding && type != kIn) {
-#pragma unroll
-    for (int i = 0; i < kN; ++i) {
-      c[i] = round_to_input<kIn>(c[i]);
-      s[i] = round_to_input<kIn>(s[i]);
-    }
-  }
-}
-
-// kW values of the input type (exact: each is one) into its 16-byte vectors.
-template <KvDataType kIn, int kW, int kLoads>
-__device__ __forceinline__ void encode_values(const float (&v)[kW], uint4 (&x)[kLoads]) {
-  if constexpr (kIn == KvDataType::kFp32) {
-    memcpy(x, v, sizeof v);
-  } else {
-    uint16_t bits[kW];
-#pragma unroll
-    for (int i = 0; i < kW; ++i)
-      bits[i] = kIn == KvDataType::kBf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v[i]))
-                                         : __half_as_ushort(__float2half_rn(v[i]));
-    memcpy(x, bits, sizeof bits);
-  }
-}
-
-// Which unit a thread holds: its head, its (first) vector, whether it is a NeoX pair (the vector
-// and the one rotary_dim / 2 after it) and whether it rotates.
-struct RopeUnit {
-  uint32_t head;
-  uint32_t vec;
-  bool pair;
-  bool rotated;
-
-  // A K or Q unit (`per_head` units a head).
-  __device__ __forceinline__ static RopeUnit rotating(const RopeArgs& r, const FastDivmod& per_head,
-                                                      uint32_t jj) {
-    const uint32_t head = per_head.div(jj);
-    const uint32_t u = jj - head * per_head.divisor;
-    const bool pair = static_cast<int32_t>(u) < r.pair_units;  // NeoX only (GPT-J: 0 pairs)
-    return {head, r.pair_units > 0 && !pair ? u + r.pair_units : u, pair,
-            static_cast<int32_t>(u) < r.rotated_units};
-  }
-  // A V vector: stored as it is.
-  __device__ __forceinline__ static RopeUnit plain(const FastDivmod& per_head, uint32_t jj) {
-    const uint32_t head = per_head.div(jj);
-    return {head, jj - head * per_head.divisor, false, false};
-  }
-};
 
 template <int kW, typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
 __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const PagedKvArgs& a,
@@ -189,27 +91,7 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
   // they are encoded back to the input type only for what writes input-type bits.
   float v[kW], w[kW];
   if (unit.rotated) {
-    decode_values<kIn>(x, v);
-    if (unit.pair) {  // NeoX: d < rotary_dim / 2 in v, its partner in w
-      decode_values<kIn>(y, w);
-      float c[kW], s[kW];
-      load_cos_sin<kIn>(r, position, kW * static_cast<int32_t>(unit.vec), c, s);
-#pragma unroll
-      for (int i = 0; i < kW; ++i) {
-        const float vi = v[i];
-        v[i] = rotate_value<kIn>(vi, w[i], c[i], s[i], true, r.input_rounding);
-        w[i] = rotate_value<kIn>(w[i], vi, c[i], s[i], false, r.input_rounding);
-      }
-    } else {  // GPT-J: pairs (2i, 2i + 1) inside the vector
-      float c[kW / 2], s[kW / 2];
-      load_cos_sin<kIn>(r, position, kW / 2 * static_cast<int32_t>(unit.vec), c, s);
-#pragma unroll
-      for (int i = 0; i < kW / 2; ++i) {
-        const float even = v[2 * i];
-        v[2 * i] = rotate_value<kIn>(even, v[2 * i + 1], c[i], s[i], true, r.input_rounding);
-        v[2 * i + 1] = rotate_value<kIn>(v[2 * i + 1], even, c[i], s[i], false, r.input_rounding);
-      }
-    }
+    rotate_unit<kIn>(r, unit, position, x, y, v, w);
     if (write_out || kCache == KvCacheType::kAuto) {
       encode_values<kIn>(v, x);
       if (unit.pair) encode_values<kIn>(w, y);

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "cachestore/cachestore.h"
+#include "kernels/core/guard.cuh"
 
 namespace cachestore::kernels {
 
@@ -94,6 +95,36 @@ __device__ __forceinline__ float kv_value(KvElement<kIn> x) {
     return __uint_as_float(static_cast<uint32_t>(x) << 16);
   } else {
     return __half2float(__ushort_as_half(x));
+  }
+}
+
+// The kW input values held in the 16-byte vectors x, as fp32 (exact).
+template <KvDataType kIn, int kW, int kLoads>
+__device__ __forceinline__ void decode_values(const uint4 (&x)[kLoads], float (&v)[kW]) {
+  if constexpr (kIn == KvDataType::kFp32) {
+    memcpy(v, x, sizeof v);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kW / 8; ++i) decode_vec<kIn>(x[i], v + 8 * i);
+  }
+}
+
+// kBytes bytes from p (aligned to min(kBytes, 16)) into out: one load, or 16-byte ones.
+template <bool kPdl, int kBytes>
+__device__ __forceinline__ void load_bytes(const void* p, void* out) {
+  if constexpr (kBytes > 16) {
+    static_assert(kBytes % 16 == 0, "16-byte vectors");
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i) {
+      const uint4 v = load_global<kPdl>(static_cast<const uint4*>(p) + i);
+      memcpy(static_cast<uint8_t*>(out) + 16 * i, &v, 16);
+    }
+  } else {
+    using V = std::conditional_t<
+        kBytes == 2, uint16_t,
+        std::conditional_t<kBytes == 4, uint32_t, std::conditional_t<kBytes == 8, uint2, uint4>>>;
+    const V v = load_global<kPdl>(static_cast<const V*>(p));
+    memcpy(out, &v, kBytes);
   }
 }
 
