@@ -49,7 +49,8 @@ struct ReleasedSizes<cachestore_index_k_fp4_params_t> {
 };
 template <>
 struct ReleasedSizes<cachestore_fused_store_params_t> {
-  static constexpr uint32_t kSizes[] = {224, 272, 336};  // 0.2; 0.3 the fp4 index-K; 0.6 tables
+  // 0.2; 0.3 the fp4 index-K; 0.6 tables; 0.8 RoPE
+  static constexpr uint32_t kSizes[] = {224, 272, 336, 464};
 };
 template <>
 struct ReleasedSizes<cachestore_paged_kv_params_t> {
@@ -176,6 +177,15 @@ cs::IndexKFp4Params to_cpp(const cachestore_index_k_fp4_params_t& c) {
   return paged_index_k<cs::IndexKFp4Params>(c);
 }
 
+cs::RotaryEmbedding rotary_of(const cachestore_rope_t& r) {
+  return {r.positions, static_cast<cs::SlotType>(r.positions_type), r.cos_sin_cache,
+          static_cast<cs::KvDataType>(r.cos_sin_type), r.cos_sin_stride, r.max_position,
+          r.rotary_dim, static_cast<cs::RopeStyle>(r.style),
+          static_cast<cs::RopeRounding>(r.rounding), r.num_query_heads, r.query,
+          r.query_token_stride, r.query_head_stride, r.query_out, r.query_out_token_stride,
+          r.query_out_head_stride, r.key_out, r.key_out_token_stride, r.key_out_head_stride};
+}
+
 cs::FusedStoreParams to_cpp(const cachestore_fused_store_params_t& c) {
   cs::FusedStoreParams p;
   common_fields(c, &p);
@@ -194,6 +204,7 @@ cs::FusedStoreParams to_cpp(const cachestore_fused_store_params_t& c) {
     p.index_cache = cache_of(c.index_cache);
     p.index_fp4_cache = cache_of(c.index_fp4_cache);
   }
+  p.rotary = rotary_of(c.rotary);
   return p;
 }
 
@@ -217,13 +228,7 @@ cs::PagedKvParams to_cpp(const cachestore_paged_kv_params_t& c) {
   side(c.k, c.k_chunk, c.k_chunk_stride, c.k_dim_stride, c.k_block_scales, &p.k, &p.k_cache);
   if (c.v.data != nullptr)
     side(c.v, c.v_chunk, c.v_chunk_stride, c.v_dim_stride, c.v_block_scales, &p.v, &p.v_cache);
-  const cachestore_rope_t& r = c.rope;
-  p.rope = {r.positions, static_cast<cs::SlotType>(r.positions_type), r.cos_sin_cache,
-            static_cast<cs::KvDataType>(r.cos_sin_type), r.cos_sin_stride, r.max_position,
-            r.rotary_dim, static_cast<cs::RopeStyle>(r.style),
-            static_cast<cs::RopeRounding>(r.rounding), r.num_query_heads, r.query,
-            r.query_token_stride, r.query_head_stride, r.query_out, r.query_out_token_stride,
-            r.query_out_head_stride, r.key_out, r.key_out_token_stride, r.key_out_head_stride};
+  p.rope = rotary_of(c.rope);
   return p;
 }
 

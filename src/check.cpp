@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -358,17 +359,106 @@ Status check_kv_cache(const KvCacheView& c, const KvInput& in, const PagedKvPara
 // A tensor of `heads` heads of `head_dim` input values a row: 16-byte aligned vectors (the
 // rotating kernel moves 8 or 16 values a thread) and offsets that fit.
 Status check_rope_tensor(const void* data, int64_t token_stride, int64_t head_stride,
-                         int32_t heads, const PagedKvParams& p, const char* name) {
+                         int32_t heads, int64_t elem_bytes, int64_t rows, const char* name) {
   if (data == nullptr) return fail(Status::kErrorInvalidArgument, "%s is null", name);
   if (token_stride < 0 || head_stride < 0)
     return fail(Status::kErrorInvalidArgument, "%s strides must be >= 0", name);
-  const int64_t bytes = kv_input_bytes(p.input_type);
-  if (!aligned_to(data, 16) || token_stride * bytes % 16 != 0 || head_stride * bytes % 16 != 0)
+  if (!aligned_to(data, 16) || token_stride * elem_bytes % 16 != 0 ||
+      head_stride * elem_bytes % 16 != 0)
     return fail(Status::kErrorMisalignedOperand,
                 "%s: RoPE moves 16-byte vectors; the pointer and its strides (bytes) must be "
                 "16-byte aligned", name);
-  if (!product_fits(p.batch.num_tokens, token_stride) || !product_fits(heads, head_stride))
+  if (!product_fits(rows, token_stride) || !product_fits(heads, head_stride))
     return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
+  return Status::kSuccess;
+}
+
+// The input a store rotates (K, or an MLA row's RoPE part): key_out must match it.
+struct RotatedInput {
+  const void* data;
+  int64_t token_stride;
+  int64_t head_stride;
+  int32_t heads;
+  int32_t head_dim;
+  int64_t elem_bytes;
+  int64_t rows;
+};
+
+// The operands of a rotation `name` ("rope", "rotary") whose rotary_dim the store has checked:
+// positions, style, rounding, the cos/sin cache, Q (of `k`'s head dim) and key_out.
+Status check_rotation(const RotaryEmbedding& r, const char* name, const RotatedInput& k) {
+  if (r.positions_type != SlotType::kInt32 && r.positions_type != SlotType::kInt64)
+    return fail(Status::kErrorInvalidArgument, "%s.positions_type = %d: kInt32 or kInt64", name,
+                static_cast<int>(r.positions_type));
+  if (!aligned_to(r.positions, r.positions_type == SlotType::kInt64 ? 8 : 4))
+    return fail(Status::kErrorMisalignedOperand, "%s.positions must be aligned to its type",
+                name);
+  if (r.cos_sin_cache == nullptr)
+    return fail(Status::kErrorInvalidArgument, "%s.cos_sin_cache is null", name);
+  if (r.cos_sin_type != KvDataType::kBf16 && r.cos_sin_type != KvDataType::kFp16 &&
+      r.cos_sin_type != KvDataType::kFp32)
+    return fail(Status::kErrorInvalidArgument, "%s.cos_sin_type = %d: not a KvDataType", name,
+                static_cast<int>(r.cos_sin_type));
+  if (r.max_position < 1)
+    return fail(Status::kErrorInvalidArgument, "%s.max_position = %lld: must be >= 1", name,
+                ll(r.max_position));
+  const int64_t stride = r.cos_sin_stride == 0 ? r.rotary_dim : r.cos_sin_stride;
+  if (stride < r.rotary_dim)
+    return fail(Status::kErrorInvalidArgument,
+                "%s.cos_sin_stride = %lld: must be 0 or >= rotary_dim (%d)", name, ll(stride),
+                r.rotary_dim);
+  const int64_t cs_bytes = kv_input_bytes(r.cos_sin_type);
+  if (!aligned_to(r.cos_sin_cache, 16) || stride * cs_bytes % 16 != 0)
+    return fail(Status::kErrorMisalignedOperand,
+                "%s.cos_sin_cache: the pointer and its row stride (bytes) must be 16-byte "
+                "aligned", name);
+  if (!product_fits(r.max_position, stride * cs_bytes))
+    return fail(Status::kErrorCapacityOverflow, "%s.cos_sin_cache: offsets overflow int64",
+                name);
+
+  char what[32];
+  constexpr int32_t kMaxQueryHeads = 4 * layout::kMaxKvHeads;
+  if (r.num_query_heads < 0 || r.num_query_heads > kMaxQueryHeads)
+    return fail(Status::kErrorNotSupported, "%s.num_query_heads = %d: must be in [0, %d]", name,
+                r.num_query_heads, kMaxQueryHeads);
+  if (r.num_query_heads > 0) {
+    std::snprintf(what, sizeof what, "%s.query", name);
+    CACHESTORE_RETURN_IF_ERROR(check_rope_tensor(r.query, r.query_token_stride,
+                                                 r.query_head_stride, r.num_query_heads,
+                                                 k.elem_bytes, k.rows, what));
+    if (r.query_out != nullptr && r.query_out != r.query) {
+      std::snprintf(what, sizeof what, "%s.query_out", name);
+      CACHESTORE_RETURN_IF_ERROR(check_rope_tensor(r.query_out, r.query_out_token_stride,
+                                                   r.query_out_head_stride, r.num_query_heads,
+                                                   k.elem_bytes, k.rows, what));
+    }
+    if (r.query_out == r.query && (r.query_out_token_stride != r.query_token_stride ||
+                                   r.query_out_head_stride != r.query_head_stride))
+      return fail(Status::kErrorInvalidArgument,
+                  "%s.query_out == %s.query (in place) needs the query's strides (or "
+                  "query_out = nullptr)", name, name);
+  }
+  if (r.key_out != nullptr) {
+    std::snprintf(what, sizeof what, "%s.key_out", name);
+    CACHESTORE_RETURN_IF_ERROR(check_rope_tensor(r.key_out, r.key_out_token_stride,
+                                                 r.key_out_head_stride, k.heads, k.elem_bytes,
+                                                 k.rows, what));
+    if (r.key_out == k.data &&
+        (r.key_out_token_stride != k.token_stride ||
+         (k.heads > 1 && r.key_out_head_stride != k.head_stride)))
+      return fail(Status::kErrorInvalidArgument,
+                  "%s.key_out == the rotated input (in place) needs its strides", name);
+  }
+  return Status::kSuccess;
+}
+
+Status check_style_and_rounding(const RotaryEmbedding& r, const char* name) {
+  if (r.style != RopeStyle::kNeox && r.style != RopeStyle::kGptj)
+    return fail(Status::kErrorInvalidArgument, "%s.style = %d: not a RopeStyle", name,
+                static_cast<int>(r.style));
+  if (r.rounding != RopeRounding::kInputType && r.rounding != RopeRounding::kFp32)
+    return fail(Status::kErrorInvalidArgument, "%s.rounding = %d: not a RopeRounding", name,
+                static_cast<int>(r.rounding));
   return Status::kSuccess;
 }
 
@@ -378,17 +468,7 @@ Status check_rope(const PagedKvParams& p) {
   const RotaryEmbedding& r = p.rope;
   const bool nvfp4 = p.cache_type == KvCacheType::kNvfp4;
   const int32_t width = nvfp4 ? 16 : 8;  // values a thread
-  if (r.positions_type != SlotType::kInt32 && r.positions_type != SlotType::kInt64)
-    return fail(Status::kErrorInvalidArgument, "rope.positions_type = %d: kInt32 or kInt64",
-                static_cast<int>(r.positions_type));
-  if (!aligned_to(r.positions, r.positions_type == SlotType::kInt64 ? 8 : 4))
-    return fail(Status::kErrorMisalignedOperand, "rope.positions must be aligned to its type");
-  if (r.style != RopeStyle::kNeox && r.style != RopeStyle::kGptj)
-    return fail(Status::kErrorInvalidArgument, "rope.style = %d: not a RopeStyle",
-                static_cast<int>(r.style));
-  if (r.rounding != RopeRounding::kInputType && r.rounding != RopeRounding::kFp32)
-    return fail(Status::kErrorInvalidArgument, "rope.rounding = %d: not a RopeRounding",
-                static_cast<int>(r.rounding));
+  CACHESTORE_RETURN_IF_ERROR(check_style_and_rounding(r, "rope"));
   const int32_t multiple = r.style == RopeStyle::kNeox ? 2 * width : width;
   if (r.rotary_dim <= 0 || r.rotary_dim > p.k.head_dim || r.rotary_dim % multiple != 0)
     return fail(Status::kErrorNotSupported,
@@ -396,27 +476,10 @@ Status check_rope(const PagedKvParams& p) {
                 "(%s style, %d values a thread)",
                 r.rotary_dim, p.k.head_dim, multiple,
                 r.style == RopeStyle::kNeox ? "NeoX" : "GPT-J", width);
-  if (r.cos_sin_cache == nullptr)
-    return fail(Status::kErrorInvalidArgument, "rope.cos_sin_cache is null");
-  if (r.cos_sin_type != KvDataType::kBf16 && r.cos_sin_type != KvDataType::kFp16 &&
-      r.cos_sin_type != KvDataType::kFp32)
-    return fail(Status::kErrorInvalidArgument, "rope.cos_sin_type = %d: not a KvDataType",
-                static_cast<int>(r.cos_sin_type));
-  if (r.max_position < 1)
-    return fail(Status::kErrorInvalidArgument, "rope.max_position = %lld: must be >= 1",
-                ll(r.max_position));
-  const int64_t stride = r.cos_sin_stride == 0 ? r.rotary_dim : r.cos_sin_stride;
-  if (stride < r.rotary_dim)
-    return fail(Status::kErrorInvalidArgument,
-                "rope.cos_sin_stride = %lld: must be 0 or >= rotary_dim (%d)", ll(stride),
-                r.rotary_dim);
-  const int64_t cs_bytes = kv_input_bytes(r.cos_sin_type);
-  if (!aligned_to(r.cos_sin_cache, 16) || stride * cs_bytes % 16 != 0)
-    return fail(Status::kErrorMisalignedOperand,
-                "rope.cos_sin_cache: the pointer and its row stride (bytes) must be 16-byte "
-                "aligned");
-  if (!product_fits(r.max_position, stride * cs_bytes))
-    return fail(Status::kErrorCapacityOverflow, "rope.cos_sin_cache: offsets overflow int64");
+  const int64_t bytes = kv_input_bytes(p.input_type);
+  CACHESTORE_RETURN_IF_ERROR(check_rotation(
+      r, "rope", {p.k.data, p.k.token_stride, p.k.head_stride, p.num_heads, p.k.head_dim, bytes,
+                  p.batch.num_tokens}));
 
   const int64_t cache_bytes = kv_cache_bytes(p);
   const auto side = [&](const KvInput& in, const KvCacheView& c, const char* name) {
@@ -427,8 +490,8 @@ Status check_rope(const PagedKvParams& p) {
     if (c.chunk != 0 || c.dim_stride != 1)
       return fail(Status::kErrorNotSupported,
                   "%s_cache: RoPE in the store needs d contiguous (chunk 0, dim_stride 1)", name);
-    CACHESTORE_RETURN_IF_ERROR(
-        check_rope_tensor(in.data, in.token_stride, in.head_stride, p.num_heads, p, name));
+    CACHESTORE_RETURN_IF_ERROR(check_rope_tensor(in.data, in.token_stride, in.head_stride,
+                                                 p.num_heads, bytes, p.batch.num_tokens, name));
     const int64_t store = std::min<int64_t>(16, nvfp4 ? 8 : width * cache_bytes);
     if (!aligned_to(c.data, store) || c.page_stride * cache_bytes % store != 0 ||
         c.entry_stride * cache_bytes % store != 0 || c.head_stride * cache_bytes % store != 0)
@@ -439,35 +502,20 @@ Status check_rope(const PagedKvParams& p) {
   };
   CACHESTORE_RETURN_IF_ERROR(side(p.k, p.k_cache, "k"));
   if (p.v.data != nullptr) CACHESTORE_RETURN_IF_ERROR(side(p.v, p.v_cache, "v"));
-
-  constexpr int32_t kMaxQueryHeads = 4 * layout::kMaxKvHeads;
-  if (r.num_query_heads < 0 || r.num_query_heads > kMaxQueryHeads)
-    return fail(Status::kErrorNotSupported, "rope.num_query_heads = %d: must be in [0, %d]",
-                r.num_query_heads, kMaxQueryHeads);
-  if (r.num_query_heads > 0) {
-    CACHESTORE_RETURN_IF_ERROR(check_rope_tensor(r.query, r.query_token_stride,
-                                                 r.query_head_stride, r.num_query_heads, p,
-                                                 "rope.query"));
-    if (r.query_out != nullptr && r.query_out != r.query)
-      CACHESTORE_RETURN_IF_ERROR(check_rope_tensor(r.query_out, r.query_out_token_stride,
-                                                   r.query_out_head_stride, r.num_query_heads,
-                                                   p, "rope.query_out"));
-    if (r.query_out == r.query && (r.query_out_token_stride != r.query_token_stride ||
-                                   r.query_out_head_stride != r.query_head_stride))
-      return fail(Status::kErrorInvalidArgument,
-                  "rope.query_out == rope.query (in place) needs the query's strides (or "
-                  "query_out = nullptr)");
-  }
-  if (r.key_out != nullptr) {
-    CACHESTORE_RETURN_IF_ERROR(check_rope_tensor(r.key_out, r.key_out_token_stride,
-                                                 r.key_out_head_stride, p.num_heads, p,
-                                                 "rope.key_out"));
-    if (r.key_out == p.k.data && (r.key_out_token_stride != p.k.token_stride ||
-                                  r.key_out_head_stride != p.k.head_stride))
-      return fail(Status::kErrorInvalidArgument,
-                  "rope.key_out == k.data (in place) needs k's strides");
-  }
   return Status::kSuccess;
+}
+
+// RoPE fused into fused_store_cache (p.rotary.positions set): the RoPE part's 64 bf16 values
+// rotate, as Q's RoPE part of 64 does.
+Status check_rotary(const FusedStoreParams& p) {
+  const RotaryEmbedding& r = p.rotary;
+  CACHESTORE_RETURN_IF_ERROR(check_style_and_rounding(r, "rotary"));
+  if (r.rotary_dim != layout::kRopeDim)
+    return fail(Status::kErrorNotSupported,
+                "rotary.rotary_dim = %d: must be %d (the rows' RoPE part)", r.rotary_dim,
+                layout::kRopeDim);
+  return check_rotation(r, "rotary", {p.rope, p.rope_row_stride, 0, 1, layout::kRopeDim, 2,
+                                      p.batch.num_tokens});
 }
 
 }  // namespace
@@ -524,6 +572,7 @@ Status check(const FusedStoreParams& p) {
       check_int32_row_stride(p.nope_row_stride, p.batch.num_tokens, "nope_row_stride"));
   CACHESTORE_RETURN_IF_ERROR(
       check_int32_row_stride(p.rope_row_stride, p.batch.num_tokens, "rope_row_stride"));
+  if (p.rotary.positions != nullptr) CACHESTORE_RETURN_IF_ERROR(check_rotary(p));
   if (p.index_k == nullptr) return succeed();
 
   CACHESTORE_RETURN_IF_ERROR(

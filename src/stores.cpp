@@ -40,6 +40,8 @@ Status store_index_k_fp4(const IndexKFp4Params& p, cudaStream_t stream) {
 Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
   return run_store(p, [&](const detail::ArchInfo& arch) {
     return detail::with_mla_layout(p.kv_cache.layout, [&](auto layout) {
+      if (p.rotary.positions != nullptr)
+        return detail::launch_mla_rope<decltype(layout)::value>(p, arch, stream);
       return detail::launch_mla<decltype(layout)::value>(p, arch, stream);
     });
   });

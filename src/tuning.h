@@ -11,6 +11,7 @@ namespace cachestore::tuning {
 inline constexpr int kMaxBlockThreads = 512;      // the largest block a policy launches
 inline constexpr int kIndexKThreadsPerSm = 2048;  // index-K kernels: registers for 2048 threads
 inline constexpr int kMlaThreadsPerSm = 1536;     // MLA and fused kernels: 1536 threads an SM
+inline constexpr int kMlaRopeThreadsPerSm = 1024; // ... with RoPE: the rotation's registers
 inline constexpr int kPagedKvMaxThreads = 256;    // the paged K/V kernel's block
 
 // The index-K head dim compiled into the decode-size kernels (the DeepSeek indexer's D); any

@@ -223,6 +223,27 @@ int main(void) {
     fused.index_fp4_cache.head_dim = 128; fused.index_fp4_cache.ties = 9;
     EXPECT(cachestore_fused_store_cache_v2(&fused, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
     EXPECT(strstr(cachestore_last_error_message(), "index_fp4_cache.ties") != NULL);
+    /* 0.8 appends the rotation of the rows' RoPE part (rotary_dim 64 only); a 336-byte struct
+     * reads without it. */
+    fused.index_fp4_cache.ties = CACHESTORE_FP4_TIES_TO_EVEN;
+    EXPECT(cachestore_check_fused_store_cache(&fused) == CACHESTORE_SUCCESS);
+    fused.rotary.positions = fake(0x1000);
+    fused.rotary.positions_type = CACHESTORE_SLOT_INT64;
+    fused.rotary.cos_sin_cache = fake(0x20000);
+    fused.rotary.cos_sin_type = CACHESTORE_KV_FP32;
+    fused.rotary.max_position = 4096;
+    fused.rotary.rotary_dim = 32;
+    fused.rotary.style = CACHESTORE_ROPE_GPTJ;
+    EXPECT(cachestore_check_fused_store_cache(&fused) == CACHESTORE_ERROR_NOT_SUPPORTED);
+    EXPECT(strstr(cachestore_last_error_message(), "rotary.rotary_dim") != NULL);
+    fused.struct_size = 336;
+    EXPECT(cachestore_check_fused_store_cache(&fused) == CACHESTORE_SUCCESS);
+    fused.struct_size = (uint32_t)sizeof fused;
+    fused.rotary.rotary_dim = 64;
+    EXPECT(cachestore_check_fused_store_cache(&fused) == CACHESTORE_SUCCESS);
+    EXPECT(sizeof fused == 464);
+    memset(&fused.rotary, 0, sizeof fused.rotary);
+    fused.index_fp4_cache.ties = 9; /* as the size checks below expect */
 
     CACHESTORE_PARAMS_INIT(fp4);
     fp4.num_tokens = 4;

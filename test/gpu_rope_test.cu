@@ -268,5 +268,152 @@ std::string replay_name(const ::testing::TestParamInfo<int>& info) {
 }
 INSTANTIATE_TEST_SUITE_P(Configs, RopeReplay, ::testing::Values(0, 1, 2, 3), replay_name);
 
+// ---- fused_store_cache with RoPE: every MLA layout, with and without the fused index-K --------
+// The rows' RoPE part and DeepSeek's q_pe (64 of each head's 192) rotated, NeoX and GPT-J, both
+// roundings, 0 / 16 / 128 Q heads in place or out, the rotated RoPE part into its own buffer or
+// in place, the three cos/sin types, int32 / int64 positions with 0, the last one, -1 and past
+// the cache, slot mappings and page tables, PDL; whole caches, Q, the RoPE part and the
+// diagnostics compared byte for byte with the host reference, for n = every row and random n.
+using MlaRopeParam = std::tuple<StoreKind, RopeStyle>;
+class MlaRopeSweep : public GpuTest, public ::testing::WithParamInterface<MlaRopeParam> {};
+
+MlaRotary mla_rotary(RopeStyle style, int variant) {
+  MlaRotary r;
+  r.on = true;
+  r.style = style;
+  r.rounding = variant % 2 == 0 ? RopeRounding::kInputType : RopeRounding::kFp32;
+  const int32_t q_heads[3] = {16, 0, 128};
+  r.q_heads = q_heads[variant % 3];
+  r.q_out_of_place = variant == 1 || variant == 3;
+  r.key_out = variant != 0;
+  r.key_out_in_place = variant == 2;
+  const KvDataType cos_sin[3] = {KvDataType::kFp32, KvDataType::kBf16, KvDataType::kFp16};
+  r.cos_sin_type = cos_sin[variant % 3];
+  r.positions_type = variant % 2 == 0 ? SlotType::kInt64 : SlotType::kInt32;
+  r.max_position = 1000 + variant;
+  return r;
+}
+
+TEST_P(MlaRopeSweep, CachesQueryAndRopePartMatchReference) {
+  const auto [kind, style] = GetParam();
+  for (int variant = 0; variant < 4; ++variant) {
+    CaseShape shape;
+    shape.num_tokens = 40;
+    shape.page_size = 16;
+    const SlotType slot_types[3] = {SlotType::kInt64, SlotType::kInt32, SlotType::kPageTable};
+    shape.slot_type = slot_types[variant % 3];
+    shape.rotary = mla_rotary(style, variant);
+    SCOPED_TRACE("variant " + std::to_string(variant) + " " + slot_type_name(shape.slot_type) +
+                 " Hq " + std::to_string(shape.rotary.q_heads));
+    StoreCase c(kind, shape);
+    LaunchOptions launch;
+    launch.enable_pdl = variant % 2 == 1;
+    std::uniform_int_distribution<int32_t> count(5, static_cast<int32_t>(shape.num_tokens));
+    for (int step = 0; step < 3; ++step) {
+      const int32_t n = step == 0 ? static_cast<int32_t>(shape.num_tokens) : count(rng_);
+      c.randomize_inputs(rng_, n);
+      c.set_count(n);
+      const std::vector<int64_t> slots =
+          step_slots(rng_, shape.num_tokens, n, c.capacity(), shape.reserved_slot, step == 2);
+      c.set_slots(slots);
+      c.set_index_slots(slots);
+      c.upload_inputs();
+      ASSERT_TRUE(store_matches_reference(c, launch)) << "step " << step << ", n = " << n;
+    }
+  }
+}
+
+std::string mla_rope_name(const ::testing::TestParamInfo<MlaRopeParam>& info) {
+  return std::string(store_kind_name(std::get<0>(info.param))) +
+         (std::get<1>(info.param) == RopeStyle::kNeox ? "_NeoX" : "_GptJ");
+}
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, MlaRopeSweep,
+    ::testing::Combine(::testing::Values(StoreKind::kV4, StoreKind::kV32Pow2, StoreKind::kV32Amax,
+                                         StoreKind::kV41, StoreKind::kV41Fp4,
+                                         StoreKind::kFusedV4Index, StoreKind::kFusedV32Index,
+                                         StoreKind::kFusedV41IndexFp4,
+                                         StoreKind::kFusedV41Fp4IndexFp8),
+                       ::testing::Values(RopeStyle::kGptj, RopeStyle::kNeox)),
+    mla_rope_name);
+
+// The same pair by hand in a V4 row's RoPE part (GPT-J: values 0 and 1) and in q_pe: the device
+// writes the contract's bytes, not only the reference's.
+TEST_F(GpuTest, MlaRopeOneBf16PairByHandInBothRoundings) {
+  for (const RopeRounding rounding : {RopeRounding::kInputType, RopeRounding::kFp32}) {
+    CaseShape shape;
+    shape.num_tokens = 2;
+    shape.page_size = 16;
+    shape.rotary.on = true;
+    shape.rotary.rounding = rounding;
+    shape.rotary.q_heads = 1;
+    shape.rotary.key_out = true;
+    shape.rotary.max_position = 2;
+    StoreCase c(StoreKind::kV4, shape);
+    c.randomize_inputs(rng_, 2);
+    c.set_count(2);
+    c.set_slots({3, 5});
+    c.set_positions({1, 0});
+    std::vector<uint8_t>& cs = c.rope_cos_sin().host;  // [2, 64] fp32: position 1 at 256 bytes
+    const float cos_sin[2] = {0.6f, 0.8f};
+    std::memcpy(cs.data() + 4 * 64, &cos_sin[0], 4);
+    std::memcpy(cs.data() + 4 * (64 + 32), &cos_sin[1], 4);
+    const uint16_t pair[2] = {0x3fc0, 0x3ea0};  // 1.5, 0.3125 at row 0's RoPE values 0 and 1
+    std::memcpy(c.rope_input().host.data(), pair, 4);
+    c.upload_inputs();
+    ASSERT_TRUE(store_matches_reference(c));
+    const std::vector<uint8_t> out = c.rope_out().download();
+    uint16_t got[2];
+    std::memcpy(got, out.data(), 4);
+    EXPECT_EQ(got[0], rounding == RopeRounding::kInputType ? 0x3f27 : 0x3f26);
+    EXPECT_EQ(got[1], 0x3fb2);
+  }
+}
+
+// Padded CUDA-graph replay of the rotating MLA stores: for every n in 0..32 and each padding,
+// the caches, Q and the RoPE part equal the reference (padded rows rotate and store nothing).
+class MlaRopeReplay : public GpuTest, public ::testing::WithParamInterface<MlaRopeParam> {};
+
+TEST_P(MlaRopeReplay, GraphReplayNeverTouchesPaddingRows) {
+  constexpr int64_t kRows = 32;
+  const auto [kind, style] = GetParam();
+  CaseShape shape;
+  shape.num_tokens = kRows;
+  shape.page_size = 16;
+  shape.rotary = mla_rotary(style, 2);  // Q heads 128 in place, the RoPE part in place
+  StoreCase c(kind, shape);
+  std::vector<int64_t> previous = distinct_slots(rng_, kRows, c.capacity(), -1);
+  c.randomize_inputs(rng_, kRows);
+  c.set_count(static_cast<int32_t>(kRows));
+  c.set_slots(previous);
+  c.set_index_slots(previous);
+  c.upload_inputs();
+  cudaStream_t stream;
+  CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_TRUE(capture_store(c, stream, &graph, &exec));
+  for_each_padded_replay(kRows, [&](Padding padding, int64_t n) {
+    const std::vector<int64_t> slots =
+        padded_replay_slots(rng_, kRows, n, c.capacity(), padding, previous);
+    c.randomize_inputs(rng_, n);
+    c.set_count(static_cast<int32_t>(n));
+    c.set_slots(slots);
+    c.set_index_slots(slots);
+    ASSERT_TRUE(replay_matches_reference(c, exec, stream));
+    previous = slots;
+  });
+  CUDA_ASSERT(cudaGraphExecDestroy(exec));
+  CUDA_ASSERT(cudaGraphDestroy(graph));
+  CUDA_ASSERT(cudaStreamDestroy(stream));
+}
+INSTANTIATE_TEST_SUITE_P(Layouts, MlaRopeReplay,
+                         ::testing::Values(MlaRopeParam{StoreKind::kV4, RopeStyle::kGptj},
+                                           MlaRopeParam{StoreKind::kV32Pow2, RopeStyle::kNeox},
+                                           MlaRopeParam{StoreKind::kFusedV41IndexFp4,
+                                                        RopeStyle::kGptj},
+                                           MlaRopeParam{StoreKind::kV41Fp4, RopeStyle::kNeox}),
+                         mla_rope_name);
+
 }  // namespace
 }  // namespace cachestore::test

@@ -292,7 +292,7 @@ TEST(ArgumentChecks, StorePagedKvWithRope) {
     {{"query_out stride", S::kErrorMisalignedOperand, "rope.query_out"}, [](auto& p) { p.rope.query_out = fake(0x60000); p.rope.query_out_token_stride = 4100; p.rope.query_out_head_stride = 128; }},
     {{"in place with other strides", S::kErrorInvalidArgument, "in place"}, [](auto& p) { p.rope.query_out = p.rope.query; }},
     {{"key_out misaligned", S::kErrorMisalignedOperand, "rope.key_out"}, [](auto& p) { p.rope.key_out = fake(0x70002); }},
-    {{"key_out in place, other strides", S::kErrorInvalidArgument, "k.data"}, [](auto& p) { p.rope.key_out = const_cast<void*>(p.k.data); p.rope.key_out_token_stride = 1024; p.rope.key_out_head_stride = 128; }},
+    {{"key_out in place, other strides", S::kErrorInvalidArgument, "rope.key_out == the rotated input"}, [](auto& p) { p.rope.key_out = const_cast<void*>(p.k.data); p.rope.key_out_token_stride = 1024; p.rope.key_out_head_stride = 128; }},
   });
   // GPT-J needs a multiple of 8 (of 16 on nvfp4), K-only caches and no Q pass; positions null is
   // no rotation at all, whatever else the struct holds.
@@ -343,6 +343,54 @@ TEST(ArgumentChecks, FusedStoreCache) {
     {{"null index cache", S::kErrorInvalidArgument, "index_cache.data"}, [](auto& p) { p.index_cache.data = nullptr; }},
     {{"index k misaligned", S::kErrorMisalignedOperand, "index_k"}, [](auto& p) { p.index_k = fake(0x30004); }},
   });
+}
+
+// fused_store_cache with the rows' RoPE part rotated: DeepSeek's 128 Q heads of 64, GPT-J.
+FusedStoreParams fused_rotary_params() {
+  FusedStoreParams p = fused_params();
+  RotaryEmbedding& r = p.rotary;
+  r.positions = fake(0x50000);
+  r.positions_type = SlotType::kInt64;
+  r.cos_sin_cache = fake(0x60000);
+  r.cos_sin_type = KvDataType::kFp32;
+  r.max_position = 4096;
+  r.rotary_dim = 64;
+  r.style = RopeStyle::kGptj;
+  r.num_query_heads = 128;
+  r.query = fake(0x100000);
+  r.query_token_stride = 128 * 192;
+  r.query_head_stride = 192;
+  return p;
+}
+
+TEST(ArgumentChecks, FusedStoreCacheWithRotary) {
+  EXPECT_EQ(check(fused_rotary_params()), Status::kSuccess) << last_error_message();
+  expect_rejected<FusedStoreParams>(fused_store_cache, fused_rotary_params, {
+    {{"rotary dim 32", S::kErrorNotSupported, "rotary.rotary_dim"}, [](auto& p) { p.rotary.rotary_dim = 32; }},
+    {{"style", S::kErrorInvalidArgument, "rotary.style"}, [](auto& p) { p.rotary.style = static_cast<RopeStyle>(3); }},
+    {{"rounding", S::kErrorInvalidArgument, "rotary.rounding"}, [](auto& p) { p.rotary.rounding = static_cast<RopeRounding>(2); }},
+    {{"positions type", S::kErrorInvalidArgument, "rotary.positions_type"}, [](auto& p) { p.rotary.positions_type = SlotType::kPageTable; }},
+    {{"positions misaligned", S::kErrorMisalignedOperand, "rotary.positions"}, [](auto& p) { p.rotary.positions = fake(0x50004); }},
+    {{"null cos/sin", S::kErrorInvalidArgument, "rotary.cos_sin_cache"}, [](auto& p) { p.rotary.cos_sin_cache = nullptr; }},
+    {{"cos/sin row stride", S::kErrorMisalignedOperand, "rotary.cos_sin_cache"}, [](auto& p) { p.rotary.cos_sin_stride = 66; }},
+    {{"max position 0", S::kErrorInvalidArgument, "rotary.max_position"}, [](auto& p) { p.rotary.max_position = 0; }},
+    {{"q heads", S::kErrorNotSupported, "rotary.num_query_heads"}, [](auto& p) { p.rotary.num_query_heads = -1; }},
+    {{"null query", S::kErrorInvalidArgument, "rotary.query"}, [](auto& p) { p.rotary.query = nullptr; }},
+    {{"query head stride", S::kErrorMisalignedOperand, "rotary.query"}, [](auto& p) { p.rotary.query_head_stride = 196; }},
+    {{"query_out misaligned", S::kErrorMisalignedOperand, "rotary.query_out"}, [](auto& p) { p.rotary.query_out = fake(0x200008); p.rotary.query_out_token_stride = 8192; p.rotary.query_out_head_stride = 64; }},
+    {{"key_out misaligned", S::kErrorMisalignedOperand, "rotary.key_out"}, [](auto& p) { p.rotary.key_out = fake(0x70004); p.rotary.key_out_token_stride = 64; }},
+    {{"key_out in place, other stride", S::kErrorInvalidArgument, "rotary.key_out == the rotated input"}, [](auto& p) { p.rotary.key_out = const_cast<void*>(p.rope); p.rotary.key_out_token_stride = 64; }},
+  });
+  // In place: key_out is the RoPE input with its row stride; V3.2 and the V4.1 layouts rotate too.
+  FusedStoreParams p = fused_rotary_params();
+  p.rotary.key_out = const_cast<void*>(p.rope);
+  p.rotary.key_out_token_stride = p.rope_row_stride;
+  p.rotary.style = RopeStyle::kNeox;
+  EXPECT_EQ(check(p), Status::kSuccess) << last_error_message();
+  p.index_k = nullptr;
+  p.kv_cache.layout = MlaLayout::kV41Fp4;
+  p.kv_cache.page_stride_bytes = layout::min_page_stride(MlaLayout::kV41Fp4, 64);
+  EXPECT_EQ(check(p), Status::kSuccess) << last_error_message();
 }
 
 // The layout table's entries are the contract's figures (docs/layouts.md).

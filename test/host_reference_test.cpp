@@ -616,5 +616,68 @@ TEST(RopeReference, OneBf16PairByHandAndAnOutOfRangePosition) {
   }
 }
 
+// fused_store_cache with RoPE: the same pair in a V4 row's RoPE part (GPT-J, DeepSeek's style)
+// and in Q's second head; a row past the cos/sin cache stores no record and rotates nothing.
+TEST(RopeReference, MlaV4RowPairByHandAndAnOutOfRangePosition) {
+  constexpr int32_t kP = 16;
+  const layout::MlaLayoutInfo& v4 = layout::mla_layout(MlaLayout::kV4);
+  for (const RopeRounding rounding : {RopeRounding::kInputType, RopeRounding::kFp32}) {
+    std::vector<uint16_t> nope(2 * 448, 0x3f80), rope(2 * 64, 0), q(2 * 2 * 64, 0);
+    std::vector<uint16_t> key_out(2 * 64, 0x7777);
+    rope[0] = rope[64] = q[64] = q[3 * 64] = 0x3fc0;     // 1.5: row 0 and 1, head 1
+    rope[1] = rope[65] = q[65] = q[3 * 64 + 1] = 0x3ea0;  // 0.3125
+    std::vector<float> cos_sin(64, 0.0f);
+    cos_sin[0] = 0.6f;
+    cos_sin[32] = 0.8f;
+    const std::vector<int64_t> positions = {0, 1};
+    const std::vector<int64_t> slots = {3, 4};
+    const int64_t stride = layout::min_page_stride(MlaLayout::kV4, kP);
+    std::vector<uint8_t> cache(static_cast<size_t>(stride), 0xab);
+    Diagnostics diagnostics{};
+    const int32_t count = 2;
+    FusedStoreParams p;
+    p.batch = {2, &count, &diagnostics};
+    p.kv_slots = {slots.data(), SlotType::kInt64};
+    p.nope = nope.data();
+    p.nope_row_stride = 448;
+    p.rope = rope.data();
+    p.rope_row_stride = 64;
+    p.kv_cache = {MlaLayout::kV4, cache.data(), 1, kP, stride, ScaleRule::kPow2};
+    RotaryEmbedding& r = p.rotary;
+    r.positions = positions.data();
+    r.cos_sin_cache = cos_sin.data();
+    r.max_position = 1;
+    r.rotary_dim = 64;
+    r.style = RopeStyle::kGptj;
+    r.rounding = rounding;
+    r.num_query_heads = 2;
+    r.query = q.data();
+    r.query_token_stride = 128;
+    r.query_head_stride = 64;
+    r.key_out = key_out.data();
+    r.key_out_token_stride = 64;
+    reference::fused_store_cache(p);
+    const uint16_t x = rounding == RopeRounding::kInputType ? 0x3f27 : 0x3f26;
+    uint16_t stored[2];
+    std::memcpy(stored, cache.data() + layout::data_offset(v4.rows, 0, 3, stride) +
+                            v4.rope_in_record, sizeof stored);
+    EXPECT_EQ(stored[0], x);
+    EXPECT_EQ(stored[1], 0x3fb2);
+    EXPECT_EQ(q[64], x);
+    EXPECT_EQ(q[65], 0x3fb2);
+    EXPECT_EQ(q[0], 0) << "0 cos - 0 sin";
+    EXPECT_EQ(key_out[0], x);
+    EXPECT_EQ(key_out[1], 0x3fb2);
+    EXPECT_EQ(key_out[2], 0);
+    EXPECT_EQ(rope[0], 0x3fc0) << "the input is not rotated in place without key_out = rope";
+    // Row 1, position 1 of a one-position cache: no record, Q and key_out as they were.
+    EXPECT_EQ(cache[layout::data_offset(v4.rows, 0, 4, stride)], 0xab);
+    EXPECT_EQ(q[3 * 64], 0x3fc0);
+    EXPECT_EQ(key_out[64], 0x7777);
+    EXPECT_EQ(diagnostics.out_of_range_positions, 1u);
+    EXPECT_EQ(diagnostics.out_of_range_slots, 0u);
+  }
+}
+
 }  // namespace
 }  // namespace cachestore::test

@@ -11,6 +11,7 @@
 #include "page_table_source.cuh"
 #include "reference/conversions.h"
 #include "reference/reference.h"
+#include "rope_operands.h"
 
 namespace cachestore::test {
 
@@ -246,37 +247,9 @@ class KvCase {
   void randomize_rope(std::mt19937_64& rng, int64_t real_rows, bool faults) {
     if (!s_.rope.on) return;
     const KvRope& r = s_.rope;
-    const int32_t half = r.rotary_dim / 2;
-    std::vector<uint8_t> cs(cos_sin_->host.size());
-    const int64_t cs_bytes = kv_input_bytes(r.cos_sin_type);
-    for (int64_t pos = 0; pos < r.max_position; ++pos) {
-      for (int32_t i = 0; i < half; ++i) {
-        const double angle = static_cast<double>(pos) * std::pow(10000.0, -2.0 * i / r.rotary_dim);
-        const float v[2] = {static_cast<float>(std::cos(angle)), static_cast<float>(std::sin(angle))};
-        for (int k = 0; k < 2; ++k) {
-          uint8_t* at = cs.data() + cs_bytes * (pos * r.rotary_dim + k * half + i);
-          if (r.cos_sin_type == KvDataType::kFp32) {
-            std::memcpy(at, &v[k], 4);
-          } else {
-            const uint16_t bits = r.cos_sin_type == KvDataType::kBf16
-                                      ? reference::bf16_bits_rn(v[k])
-                                      : reference::fp16_bits_rn(v[k]);
-            std::memcpy(at, &bits, 2);
-          }
-        }
-      }
-    }
-    cos_sin_->host = std::move(cs);
-    std::vector<int64_t> positions(static_cast<size_t>(s_.num_tokens));
-    std::uniform_int_distribution<int64_t> any(0, r.max_position - 1);
-    for (int64_t i = 0; i < s_.num_tokens; ++i)
-      positions[i] = i < real_rows ? any(rng) : static_cast<int64_t>(rng() >> 1) - (int64_t{1} << 62);
-    if (real_rows > 0) positions[0] = 0;
-    if (real_rows > 1) positions[real_rows - 1] = r.max_position - 1;
-    if (faults && real_rows > 4) {
-      positions[1] = -1;
-      positions[3] = r.max_position;
-    }
+    cos_sin_->host = cos_sin_table(r.cos_sin_type, r.max_position, r.rotary_dim);
+    const std::vector<int64_t> positions =
+        step_positions(rng, s_.num_tokens, real_rows, r.max_position, faults);
     set_positions(positions);
     if (q_ != nullptr) {
       std::vector<uint8_t> q;

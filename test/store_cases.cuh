@@ -9,6 +9,7 @@
 #include "gpu_support.cuh"
 #include "page_table_source.cuh"
 #include "reference/reference.h"
+#include "rope_operands.h"
 
 namespace cachestore::test {
 
@@ -78,6 +79,23 @@ inline MlaLayout mla_layout_of(StoreKind k) {
   }
 }
 
+// fused_store_cache with RoPE (FusedStoreParams::rotary): off unless `on`. Q is DeepSeek's
+// q_pe, the last 64 of each head's 192 values.
+struct MlaRotary {
+  bool on = false;
+  RopeStyle style = RopeStyle::kGptj;
+  RopeRounding rounding = RopeRounding::kInputType;
+  int32_t q_heads = 0;             // 0: no Q
+  bool q_out_of_place = false;     // into its own (poisoned) [rows, heads, 64], else in place
+  bool key_out = false;            // the rotated RoPE part into its own (poisoned) buffer
+  bool key_out_in_place = false;   // ... or into the RoPE input itself
+  KvDataType cos_sin_type = KvDataType::kFp32;
+  SlotType positions_type = SlotType::kInt64;
+  int64_t max_position = 4096;
+};
+inline constexpr int64_t kQHeadDim = 192;  // q_nope 128 | q_pe 64
+inline constexpr int64_t kQPeOffset = 128;
+
 struct CaseShape {
   int64_t num_tokens = 64;
   int32_t page_size = 64;
@@ -91,6 +109,7 @@ struct CaseShape {
   int32_t owner_size = 1;
   int64_t mla_row_stride = 0;    // one-row MLA batches: the nope / rope row stride passed (never
                                  // multiplied; may exceed the 32 bits MlaArgs keeps), 0: as built
+  MlaRotary rotary;              // MLA stores only
 };
 
 class StoreCase {
@@ -119,7 +138,26 @@ class StoreCase {
       nope_stride_ = nope_dim_ + pad;
       rope_stride_ = layout::kRopeDim + pad;
       nope_ = &sc_.input(std::vector<uint8_t>(2 * b * nope_stride_));
-      rope_ = &sc_.input(std::vector<uint8_t>(2 * b * rope_stride_));
+      const MlaRotary& r = shape.rotary;
+      // Rotated in place, the RoPE input is an output (uploaded when randomized).
+      rope_ = r.on && r.key_out_in_place
+                  ? &sc_.output(2 * b * rope_stride_, 0, "RoPE input (rotated in place)")
+                  : &sc_.input(std::vector<uint8_t>(2 * b * rope_stride_));
+      if (r.on) {
+        positions_ = &sc_.input(std::vector<uint8_t>(8 * b));
+        cos_sin_ = &sc_.input(cos_sin_table(r.cos_sin_type, r.max_position, layout::kRopeDim));
+        const size_t q_bytes = static_cast<size_t>(2 * b * r.q_heads * kQHeadDim);
+        if (r.q_heads > 0 && r.q_out_of_place) {
+          q_ = &sc_.input(std::vector<uint8_t>(q_bytes));
+          q_out_ = &sc_.output(static_cast<size_t>(2 * b * r.q_heads * layout::kRopeDim),
+                               kPoison, "Q out");
+        } else if (r.q_heads > 0) {
+          q_ = q_out_ = &sc_.output(q_bytes, 0, "Q (q_pe in place)");
+        }
+        if (r.key_out && !r.key_out_in_place)
+          key_out_ = &sc_.output(static_cast<size_t>(2 * b * layout::kRopeDim), kPoison,
+                                 "RoPE part out");
+      }
       kv_stride_ = layout::min_page_stride(mla, p) + page_pad;
       cache_ = &sc_.output(pages * kv_stride_, kPoison, "MLA cache");
       if (has_fused_index(kind)) {
@@ -160,6 +198,20 @@ class StoreCase {
       }
       m->host = as_bytes(v);
     }
+    if (shape_.rotary.on) randomize_rotary(rng, real_rows);
+  }
+  // The rotation's operands (MlaRotary): positions of the step (step_positions, with faults),
+  // Q random, the in-place buffers uploaded (they are outputs).
+  void randomize_rotary(std::mt19937_64& rng, int64_t real_rows) {
+    const MlaRotary& r = shape_.rotary;
+    positions_->host = slots_as_bytes(
+        step_positions(rng, shape_.num_tokens, real_rows, r.max_position, true),
+        r.positions_type);
+    if (q_ != nullptr) {
+      q_->host = as_bytes(random_bf16_rows(rng, shape_.num_tokens, r.q_heads * kQHeadDim));
+      q_->upload();
+    }
+    if (r.key_out_in_place) rope_->upload();
   }
   void set_count(int32_t n) {
     if (n_ != nullptr) n_->host = as_bytes(std::vector<int32_t>{n});
@@ -191,6 +243,13 @@ class StoreCase {
     return out;
   }
   Mirror* slots_mirror() { return slots_; }
+  // The rotation's buffers (MlaRotary).
+  void set_positions(const std::vector<int64_t>& positions) {
+    positions_->host = slots_as_bytes(positions, shape_.rotary.positions_type);
+  }
+  Mirror& rope_cos_sin() { return *cos_sin_; }
+  Mirror& rope_input() { return *rope_; }
+  Mirror& rope_out() { return shape_.rotary.key_out_in_place ? *rope_ : *key_out_; }
   Mirror* index_slots_mirror() { return index_slots_; }
   Mirror* count_mirror() { return n_; }
   Mirror* index_cache() { return index_cache_; }
@@ -292,10 +351,40 @@ class StoreCase {
           }
         }
         p.launch = launch;
+        if (shape_.rotary.on) p.rotary = rotary(side);
         if (side == Side::kHost) return reference::fused_store_cache(p), Status::kSuccess;
         return fused_store_cache(p, stream);
       }
     }
+  }
+
+  RotaryEmbedding rotary(Side side) const {
+    const MlaRotary& r = shape_.rotary;
+    RotaryEmbedding e;
+    e.positions = ptr(positions_, side);
+    e.positions_type = r.positions_type;
+    e.cos_sin_cache = ptr(cos_sin_, side);
+    e.cos_sin_type = r.cos_sin_type;
+    e.max_position = r.max_position;
+    e.rotary_dim = layout::kRopeDim;
+    e.style = r.style;
+    e.rounding = r.rounding;
+    e.num_query_heads = r.q_heads;
+    if (q_ != nullptr) {
+      e.query = static_cast<uint16_t*>(ptr(q_, side)) + kQPeOffset;
+      e.query_token_stride = r.q_heads * kQHeadDim;
+      e.query_head_stride = kQHeadDim;
+      if (r.q_out_of_place) {
+        e.query_out = ptr(q_out_, side);
+        e.query_out_token_stride = r.q_heads * layout::kRopeDim;
+        e.query_out_head_stride = layout::kRopeDim;
+      }
+    }
+    if (r.key_out || r.key_out_in_place) {
+      e.key_out = r.key_out_in_place ? ptr(rope_, side) : ptr(key_out_, side);
+      e.key_out_token_stride = r.key_out_in_place ? rope_stride_ : layout::kRopeDim;
+    }
+    return e;
   }
 
   StoreKind kind_;
@@ -307,6 +396,8 @@ class StoreCase {
   Mirror *k_ = nullptr, *nope_ = nullptr, *rope_ = nullptr, *slots_ = nullptr;
   Mirror *index_slots_ = nullptr, *n_ = nullptr, *cache_ = nullptr, *index_cache_ = nullptr;
   Mirror* diagnostics_ = nullptr;
+  Mirror *positions_ = nullptr, *cos_sin_ = nullptr, *q_ = nullptr, *q_out_ = nullptr;
+  Mirror* key_out_ = nullptr;
   std::optional<PageTableSource> table_, index_table_;
 };
 

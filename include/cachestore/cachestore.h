@@ -171,72 +171,9 @@ struct MlaCache {
   ScaleRule scale_rule = ScaleRule::kPow2;
 };
 
-struct FusedStoreParams {
-  Batch batch;
-  SlotMapping kv_slots;
-  const void* nope = nullptr;   // device [num_tokens, 448 (V4, V4.1) | 512 (V3.2)] bf16
-  int64_t nope_row_stride = 0;  // in elements; multiple of 8; < 2^31 unless one row
-  const void* rope = nullptr;   // device [num_tokens, 64] bf16
-  int64_t rope_row_stride = 0;  // in elements; multiple of 8; < 2^31 unless one row
-  MlaCache kv_cache;
-
-  // Optional: the fp8 or fp4 index-K of the same rows (store_index_k_fp8 / _fp4 semantics),
-  // stored in the same launch under the same count. Enabled when index_k != nullptr.
-  // index_slots may be the same array as kv_slots and must have the same SlotType.
-  const void* index_k = nullptr;   // device [num_tokens, head_dim of the index cache] bf16
-  int64_t index_k_row_stride = 0;  // in elements; multiple of 8
-  SlotMapping index_slots;
-  IndexKFormat index_format = IndexKFormat::kFp8;
-  IndexKFp8Cache index_cache;      // index_format kFp8
-  IndexKFp4Cache index_fp4_cache;  // index_format kFp4
-
-  LaunchOptions launch;
-};
-CACHESTORE_EXPORT Status fused_store_cache(const FusedStoreParams& params, cudaStream_t stream);
-
-// ---- store_paged_kv: K/V of MHA / GQA / MQA models into a paged cache --------------------
-// Every layout engines use, by element strides: element (slot s, head h, index d) of a cache is
-// at data + (s / P) * page_stride + (s % P) * entry_stride + h * head_stride + dim(d) (elements
-// of the cache type), dim(d) = d unless the cache chunks its head dim (vLLM's paged-attention
-// layout, layout::kv_paged_attention_*). See layout.h for NHD, HND, FlashInfer's stacked 5-D
-// cache and vLLM's 576-wide MLA rows. P is any positive integer (vLLM's hybrid models size pages
-// to match state pages); powers of two take shifts. Any head dim in [1, 1024] and any
-// element-aligned base and strides: 16-byte vectors where the alignment allows, narrower ones
-// (down to one element) where it does not.
-// nvfp4 caches (FlashInfer's format, docs/layouts.md): per 16 values of a (token, head), amax,
-// the e4m3 block scale sf = e4m3(amax / (6 g)) and 8 bytes of e2m1 codes of x / (sf g), g the
-// device global scale; D a multiple of 16, 16-byte aligned input vectors and 8-byte aligned
-// cache entries, d contiguous.
-struct KvInput {
-  const void* data = nullptr;  // device [num_tokens, num_heads, head_dim] bf16 | fp16 | fp32
-  int64_t token_stride = 0;    // elements
-  int64_t head_stride = 0;     // elements
-  int32_t head_dim = 0;        // in [1, 1024]
-};
-
-struct KvCacheView {
-  void* data = nullptr;          // device; aligned to its element (the input type's for auto)
-  int64_t page_stride = 0;       // elements of the cache type (nvfp4: bytes, two values each)
-  int64_t entry_stride = 0;
-  int64_t head_stride = 0;
-  const float* scale = nullptr;  // fp8: the divisor; nvfp4: the global decode scale g. Device
-                                 // fp32, read at run time; ignored by auto caches
-  int32_t scale_stride = 0;      // 0: one scale for the tensor; 1: one per head (scale[h])
-  // The head dim's layout (layout::KvDimLayout): chunk 0 and dim_stride 1 for d contiguous.
-  int32_t chunk = 0;
-  int64_t chunk_stride = 0;
-  int64_t dim_stride = 1;
-  // nvfp4 only: the e4m3 block scales, one byte per 16 values of a (slot, head): block d / 16 of
-  // (s, h) at block_scales + (s / P) * block_scale_page_stride + (s % P) *
-  // block_scale_entry_stride + h * block_scale_head_stride + d / 16 (bytes).
-  void* block_scales = nullptr;
-  int64_t block_scale_page_stride = 0;
-  int64_t block_scale_entry_stride = 0;
-  int64_t block_scale_head_stride = 0;
-};
-
-// RoPE fused into store_paged_kv: K is rotated before it is stored (and before quantization),
-// Q (optionally) in the same launch, both in vLLM's and FlashInfer's convention:
+// RoPE fused into a store (store_paged_kv, fused_store_cache): K is rotated before it is stored
+// (and before quantization), Q (optionally) in the same launch, in vLLM's and FlashInfer's
+// convention:
 //   cos = cos_sin_cache[pos][i], sin = cos_sin_cache[pos][rotary_dim / 2 + i],
 //   NeoX pairs (d, d + rotary_dim / 2), GPT-J pairs (2i, 2i + 1), i < rotary_dim / 2,
 //   x' = x cos - y sin, y' = y cos + x sin; d >= rotary_dim passes unrotated.
@@ -284,6 +221,79 @@ struct RotaryEmbedding {
   int64_t key_out_token_stride = 0;
   int64_t key_out_head_stride = 0;
 };
+
+struct FusedStoreParams {
+  Batch batch;
+  SlotMapping kv_slots;
+  const void* nope = nullptr;   // device [num_tokens, 448 (V4, V4.1) | 512 (V3.2)] bf16
+  int64_t nope_row_stride = 0;  // in elements; multiple of 8; < 2^31 unless one row
+  const void* rope = nullptr;   // device [num_tokens, 64] bf16
+  int64_t rope_row_stride = 0;  // in elements; multiple of 8; < 2^31 unless one row
+  MlaCache kv_cache;
+
+  // Optional: the fp8 or fp4 index-K of the same rows (store_index_k_fp8 / _fp4 semantics),
+  // stored in the same launch under the same count. Enabled when index_k != nullptr.
+  // index_slots may be the same array as kv_slots and must have the same SlotType.
+  const void* index_k = nullptr;   // device [num_tokens, head_dim of the index cache] bf16
+  int64_t index_k_row_stride = 0;  // in elements; multiple of 8
+  SlotMapping index_slots;
+  IndexKFormat index_format = IndexKFormat::kFp8;
+  IndexKFp8Cache index_cache;      // index_format kFp8
+  IndexKFp4Cache index_fp4_cache;  // index_format kFp4
+
+  LaunchOptions launch;
+
+  // Optional: RoPE of each row's RoPE part (`rope`, 64 values) before the layout stores it, and
+  // of Q's RoPE part in the same launch (RotaryEmbedding with the input type bf16, rotary_dim 64;
+  // query [num_tokens, num_query_heads, 64] bf16; key_out [num_tokens, 64] bf16, one head). A
+  // real row whose position is outside the cos/sin cache stores no KV record, Q or key_out; its
+  // index-K, which is not rotated here, is stored as without RoPE. Enabled when
+  // rotary.positions != nullptr.
+  RotaryEmbedding rotary;
+};
+CACHESTORE_EXPORT Status fused_store_cache(const FusedStoreParams& params, cudaStream_t stream);
+
+// ---- store_paged_kv: K/V of MHA / GQA / MQA models into a paged cache --------------------
+// Every layout engines use, by element strides: element (slot s, head h, index d) of a cache is
+// at data + (s / P) * page_stride + (s % P) * entry_stride + h * head_stride + dim(d) (elements
+// of the cache type), dim(d) = d unless the cache chunks its head dim (vLLM's paged-attention
+// layout, layout::kv_paged_attention_*). See layout.h for NHD, HND, FlashInfer's stacked 5-D
+// cache and vLLM's 576-wide MLA rows. P is any positive integer (vLLM's hybrid models size pages
+// to match state pages); powers of two take shifts. Any head dim in [1, 1024] and any
+// element-aligned base and strides: 16-byte vectors where the alignment allows, narrower ones
+// (down to one element) where it does not.
+// nvfp4 caches (FlashInfer's format, docs/layouts.md): per 16 values of a (token, head), amax,
+// the e4m3 block scale sf = e4m3(amax / (6 g)) and 8 bytes of e2m1 codes of x / (sf g), g the
+// device global scale; D a multiple of 16, 16-byte aligned input vectors and 8-byte aligned
+// cache entries, d contiguous.
+struct KvInput {
+  const void* data = nullptr;  // device [num_tokens, num_heads, head_dim] bf16 | fp16 | fp32
+  int64_t token_stride = 0;    // elements
+  int64_t head_stride = 0;     // elements
+  int32_t head_dim = 0;        // in [1, 1024]
+};
+
+struct KvCacheView {
+  void* data = nullptr;          // device; aligned to its element (the input type's for auto)
+  int64_t page_stride = 0;       // elements of the cache type (nvfp4: bytes, two values each)
+  int64_t entry_stride = 0;
+  int64_t head_stride = 0;
+  const float* scale = nullptr;  // fp8: the divisor; nvfp4: the global decode scale g. Device
+                                 // fp32, read at run time; ignored by auto caches
+  int32_t scale_stride = 0;      // 0: one scale for the tensor; 1: one per head (scale[h])
+  // The head dim's layout (layout::KvDimLayout): chunk 0 and dim_stride 1 for d contiguous.
+  int32_t chunk = 0;
+  int64_t chunk_stride = 0;
+  int64_t dim_stride = 1;
+  // nvfp4 only: the e4m3 block scales, one byte per 16 values of a (slot, head): block d / 16 of
+  // (s, h) at block_scales + (s / P) * block_scale_page_stride + (s % P) *
+  // block_scale_entry_stride + h * block_scale_head_stride + d / 16 (bytes).
+  void* block_scales = nullptr;
+  int64_t block_scale_page_stride = 0;
+  int64_t block_scale_entry_stride = 0;
+  int64_t block_scale_head_stride = 0;
+};
+
 
 struct PagedKvParams {
   Batch batch;

@@ -186,44 +186,7 @@ typedef struct cachestore_index_k_fp4_params_t {
   cachestore_page_table_t page_table;           /* slots.slot_type CACHESTORE_SLOT_PAGE_TABLE */
 } cachestore_index_k_fp4_params_t;
 
-typedef struct cachestore_fused_store_params_t {
-  CACHESTORE_BATCH_FIELDS;
-  cachestore_slots_t kv_slots;
-  const void* nope; int64_t nope_row_stride;    /* bf16 [num_tokens, 448 | 512] */
-  const void* rope; int64_t rope_row_stride;    /* bf16 [num_tokens, 64] */
-  int32_t layout;                               /* CACHESTORE_MLA_* */
-  int32_t kv_scale_rule;
-  void* kv_cache; int64_t kv_num_pages; int64_t kv_page_stride_bytes; int32_t kv_page_size;
-  int32_t pad0;
-  const void* index_k; int64_t index_k_row_stride; /* NULL: no fused index-K */
-  cachestore_slots_t index_slots;               /* same slot_type as kv_slots */
-  cachestore_index_k_fp8_cache_t index_cache;   /* index_format CACHESTORE_INDEX_K_FP8 */
-  /* Appended in 0.3 (the 0.2 struct is 224 bytes, the 0.3 one 272): */
-  int32_t index_format;                         /* CACHESTORE_INDEX_K_*; 0 = fp8 */
-  int32_t pad1;
-  cachestore_index_k_fp4_cache_t index_fp4_cache; /* index_format CACHESTORE_INDEX_K_FP4 */
-  /* Appended in 0.6 (336 bytes): the page tables of kv_slots and index_slots. */
-  cachestore_page_table_t kv_page_table;
-  cachestore_page_table_t index_page_table;
-} cachestore_fused_store_params_t;
-
-/* One side (K or V) of store_paged_kv: the input and the cache view (cachestore.h). */
-typedef struct cachestore_kv_side_t {
-  const void* data; int64_t token_stride; int64_t head_stride; int32_t head_dim; int32_t pad0;
-  void* cache; int64_t page_stride; int64_t entry_stride; int64_t cache_head_stride;
-  const float* scale; int32_t scale_stride; int32_t pad1;
-} cachestore_kv_side_t;
-
-/* An nvfp4 cache's e4m3 block scales (cachestore.h KvCacheView::block_scales): one byte per 16
- * values of a (slot, head), strides in bytes. */
-typedef struct cachestore_block_scales_t {
-  void* data;
-  int64_t page_stride;
-  int64_t entry_stride;
-  int64_t head_stride;
-} cachestore_block_scales_t;
-
-/* RoPE fused into store_paged_kv (cachestore.h RotaryEmbedding); positions NULL: no rotation.
+/* RoPE fused into a store (cachestore.h RotaryEmbedding); positions NULL: no rotation.
  * Strides in elements of the input type (cos_sin_stride: of cos_sin_type; 0 = rotary_dim). */
 enum { CACHESTORE_ROPE_NEOX = 0, CACHESTORE_ROPE_GPTJ = 1 };
 enum { CACHESTORE_ROPE_ROUND_INPUT_TYPE = 0, CACHESTORE_ROPE_ROUND_FP32 = 1 };
@@ -244,6 +207,47 @@ typedef struct cachestore_rope_t {
   /* NULL: none; k's data: in place */
   void* key_out; int64_t key_out_token_stride; int64_t key_out_head_stride;
 } cachestore_rope_t;
+
+typedef struct cachestore_fused_store_params_t {
+  CACHESTORE_BATCH_FIELDS;
+  cachestore_slots_t kv_slots;
+  const void* nope; int64_t nope_row_stride;    /* bf16 [num_tokens, 448 | 512] */
+  const void* rope; int64_t rope_row_stride;    /* bf16 [num_tokens, 64] */
+  int32_t layout;                               /* CACHESTORE_MLA_* */
+  int32_t kv_scale_rule;
+  void* kv_cache; int64_t kv_num_pages; int64_t kv_page_stride_bytes; int32_t kv_page_size;
+  int32_t pad0;
+  const void* index_k; int64_t index_k_row_stride; /* NULL: no fused index-K */
+  cachestore_slots_t index_slots;               /* same slot_type as kv_slots */
+  cachestore_index_k_fp8_cache_t index_cache;   /* index_format CACHESTORE_INDEX_K_FP8 */
+  /* Appended in 0.3 (the 0.2 struct is 224 bytes, the 0.3 one 272): */
+  int32_t index_format;                         /* CACHESTORE_INDEX_K_*; 0 = fp8 */
+  int32_t pad1;
+  cachestore_index_k_fp4_cache_t index_fp4_cache; /* index_format CACHESTORE_INDEX_K_FP4 */
+  /* Appended in 0.6 (336 bytes): the page tables of kv_slots and index_slots. */
+  cachestore_page_table_t kv_page_table;
+  cachestore_page_table_t index_page_table;
+  /* Appended in 0.8 (464 bytes): RoPE of the rows' RoPE part and of Q's in the same launch
+   * (cachestore.h FusedStoreParams::rotary: bf16, rotary_dim 64). */
+  cachestore_rope_t rotary;
+} cachestore_fused_store_params_t;
+
+/* One side (K or V) of store_paged_kv: the input and the cache view (cachestore.h). */
+typedef struct cachestore_kv_side_t {
+  const void* data; int64_t token_stride; int64_t head_stride; int32_t head_dim; int32_t pad0;
+  void* cache; int64_t page_stride; int64_t entry_stride; int64_t cache_head_stride;
+  const float* scale; int32_t scale_stride; int32_t pad1;
+} cachestore_kv_side_t;
+
+/* An nvfp4 cache's e4m3 block scales (cachestore.h KvCacheView::block_scales): one byte per 16
+ * values of a (slot, head), strides in bytes. */
+typedef struct cachestore_block_scales_t {
+  void* data;
+  int64_t page_stride;
+  int64_t entry_stride;
+  int64_t head_stride;
+} cachestore_block_scales_t;
+
 
 typedef struct cachestore_paged_kv_params_t {
   CACHESTORE_BATCH_FIELDS;

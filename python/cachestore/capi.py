@@ -75,6 +75,17 @@ class IndexKFp4Params(_Params):
                          ("cache", IndexKFp4Cache), ("page_table", PageTable)]
 
 
+class Rope(ctypes.Structure):
+    """RoPE fused into a store (cachestore_rope_t); positions NULL: no rotation."""
+    _fields_ = [("positions", vp), ("positions_type", i32), ("cos_sin_type", i32),
+                ("cos_sin_cache", vp), ("cos_sin_stride", i64), ("max_position", i64),
+                ("rotary_dim", i32), ("style", i32), ("rounding", i32), ("num_query_heads", i32),
+                ("query", vp), ("query_token_stride", i64), ("query_head_stride", i64),
+                ("query_out", vp), ("query_out_token_stride", i64),
+                ("query_out_head_stride", i64), ("key_out", vp), ("key_out_token_stride", i64),
+                ("key_out_head_stride", i64)]
+
+
 class FusedStoreParams(_Params):
     _fields_ = _BATCH + [
         ("kv_slots", Slots), ("nope", vp), ("nope_row_stride", i64), ("rope", vp),
@@ -83,7 +94,7 @@ class FusedStoreParams(_Params):
         ("pad0", i32), ("index_k", vp), ("index_k_row_stride", i64), ("index_slots", Slots),
         ("index_cache", IndexKFp8Cache), ("index_format", i32), ("pad1", i32),
         ("index_fp4_cache", IndexKFp4Cache), ("kv_page_table", PageTable),
-        ("index_page_table", PageTable)]
+        ("index_page_table", PageTable), ("rotary", Rope)]
 
 
 class KvSide(ctypes.Structure):
@@ -94,17 +105,6 @@ class KvSide(ctypes.Structure):
 
 class BlockScales(ctypes.Structure):
     _fields_ = [("data", vp), ("page_stride", i64), ("entry_stride", i64), ("head_stride", i64)]
-
-
-class Rope(ctypes.Structure):
-    """RoPE fused into store_paged_kv (cachestore_rope_t); positions NULL: no rotation."""
-    _fields_ = [("positions", vp), ("positions_type", i32), ("cos_sin_type", i32),
-                ("cos_sin_cache", vp), ("cos_sin_stride", i64), ("max_position", i64),
-                ("rotary_dim", i32), ("style", i32), ("rounding", i32), ("num_query_heads", i32),
-                ("query", vp), ("query_token_stride", i64), ("query_head_stride", i64),
-                ("query_out", vp), ("query_out_token_stride", i64),
-                ("query_out_head_stride", i64), ("key_out", vp), ("key_out_token_stride", i64),
-                ("key_out_head_stride", i64)]
 
 
 class PagedKvParams(_Params):

@@ -20,6 +20,9 @@ Status launch_index_k_fp4(const IndexKFp4Params& p, const ArchInfo& arch, cudaSt
 // fused_store_cache for one MLA layout (instantiations/mla_<layout>.cu).
 template <MlaLayout kLayout>
 Status launch_mla(const FusedStoreParams& p, const ArchInfo& arch, cudaStream_t stream);
+// ... with RoPE fused (instantiations/mla_rope_<layout>.cu).
+template <MlaLayout kLayout>
+Status launch_mla_rope(const FusedStoreParams& p, const ArchInfo& arch, cudaStream_t stream);
 
 // store_paged_kv for one cache type (instantiations/paged_kv_<type>.cu).
 template <KvCacheType kCache>

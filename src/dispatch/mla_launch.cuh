@@ -21,7 +21,25 @@ inline int32_t index_page_size(const FusedStoreParams& p) {
                                               : p.index_cache.page_size;
 }
 
-template <MlaLayout kLayout, ScaleRule kKvRule, IndexKFormat kIndex, typename SlotT, int kN>
+// The rotation of a rotating store (p.rotary.positions set): the rows' RoPE parts (64 bf16) and
+// Q's, 8 values a unit, a NeoX unit being a pair of vectors 32 values apart.
+inline kernels::MlaRopeArgs mla_rope_args(const FusedStoreParams& p) {
+  const RotaryEmbedding& r = p.rotary;
+  constexpr int32_t kW = 8;
+  constexpr int32_t kHalf = layout::kRopeDim / 2;
+  const bool neox = r.style == RopeStyle::kNeox;
+  const int32_t pair_units = neox ? kHalf / kW : 0;
+  const int32_t units_per_head = layout::kRopeDim / kW - pair_units;
+  // One head: key_out's head stride is unread.
+  const kernels::RopeArgs rope =
+      rope_args(r, pair_units, neox ? pair_units : layout::kRopeDim / kW, 0);
+  const uint32_t per_row = static_cast<uint32_t>(r.num_query_heads * units_per_head);
+  return {rope, kernels::FastDivmod::make(per_row == 0 ? 1 : per_row),
+          kernels::FastDivmod::make(static_cast<uint32_t>(units_per_head))};
+}
+
+template <MlaLayout kLayout, ScaleRule kKvRule, IndexKFormat kIndex, typename SlotT, int kN,
+          bool kRope>
 Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kernels::MlaArgs& kv,
                     const kernels::IndexKArgs& index, cudaStream_t stream) {
   const kernels::PageTableArgs kv_table = page_table_args(p.kv_slots, p.kv_cache.page_size);
@@ -37,25 +55,55 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
   dim3 grid;
   CACHESTORE_RETURN_IF_ERROR(grid_for_rows(p.batch.num_tokens, rows, &grid));
   const dim3 block(32, rows * kWarpsPerRow + index_warps);
+  kernels::MlaRopeArgs rope{};
+  if constexpr (kRope) {
+    rope = mla_rope_args(p);
+    // Q's units of a block's rows over blocks of the same shape after the row blocks.
+    const int64_t q_units = static_cast<int64_t>(rows) * p.rotary.num_query_heads *
+                            static_cast<int64_t>(rope.q_units_per_head.divisor);
+    const int64_t threads = static_cast<int64_t>(block.x) * block.y;
+    grid.y = static_cast<uint32_t>(1 + (q_units + threads - 1) / threads);
+  }
   kernels::GuardArgs guard = guard_args(p.batch, pdl, grid, arch, shape.blocks_per_sm);
   guard.rows_per_block = rows;
   return with_pdl(pdl, [&](auto pdl_constant) {
     constexpr bool kPdl = decltype(pdl_constant)::value;
-    if (p.index_k == nullptr)
-      return launch_store(kernels::mla_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl>, grid,
-                          block, stream, pdl_constant, guard, kv, kv_table);
-    // The index rows' D as in store_index_k_fp8 / _fp4.
-    return with_index_k_dim<kN>(index.head_dim, [&](auto dim) {
-      return launch_store(kernels::fused_store_kernel<kLayout, kKvRule, kIndex, SlotT, kN, kPdl,
-                                                      decltype(dim)::value>,
-                          grid, block, stream, pdl_constant, guard, kv, index, kv_table,
-                          page_table_args(p.index_slots, index_page_size(p)));
+    if (p.index_k == nullptr) {
+      if constexpr (kRope)
+        return launch_store(kernels::mla_rope_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl>,
+                            grid, block, stream, pdl_constant, guard, kv, kv_table, rope);
+      else
+        return launch_store(kernels::mla_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl>, grid,
+                            block, stream, pdl_constant, guard, kv, kv_table);
+    }
+    // The index rows' D as in store_index_k_fp8 / _fp4; read at run time with RoPE (half the
+    // rotating kernels to compile).
+    const auto with_dim = [&](auto&& f) {
+      if constexpr (kRope)
+        return f(std::integral_constant<int, 0>{});
+      else
+        return with_index_k_dim<kN>(index.head_dim, f);
+    };
+    return with_dim([&](auto dim) {
+      constexpr int kDim = decltype(dim)::value;
+      const kernels::PageTableArgs index_table = page_table_args(p.index_slots, index_page_size(p));
+      if constexpr (kRope)
+        return launch_store(kernels::fused_rope_store_kernel<kLayout, kKvRule, kIndex, SlotT, kN,
+                                                             kPdl, kDim>,
+                            grid, block, stream, pdl_constant, guard, kv, index, kv_table,
+                            index_table, rope);
+      else
+        return launch_store(kernels::fused_store_kernel<kLayout, kKvRule, kIndex, SlotT, kN,
+                                                        kPdl, kDim>,
+                            grid, block, stream, pdl_constant, guard, kv, index, kv_table,
+                            index_table);
     });
   });
 }
 
-template <MlaLayout kLayout>
-Status launch_mla(const FusedStoreParams& p, const ArchInfo& arch, cudaStream_t stream) {
+// fused_store_cache for one layout; kRope: with the rotation of p.rotary.
+template <MlaLayout kLayout, bool kRope>
+Status launch_mla_store(const FusedStoreParams& p, const ArchInfo& arch, cudaStream_t stream) {
   const MlaCache& c = p.kv_cache;
   const kernels::MlaArgs kv{slot_args(p.kv_slots, c.num_pages * c.page_size),
                             {static_cast<uint8_t*>(c.data), c.page_stride_bytes,
@@ -66,7 +114,15 @@ Status launch_mla(const FusedStoreParams& p, const ArchInfo& arch, cudaStream_t 
                             int32_row_stride(p.rope_row_stride, p.batch.num_tokens)};
   constexpr bool kRuleVaries =
       layout::mla_layout(kLayout).scale_rule == layout::RuleUse::kSelectable;
-  return with_values_per_lane<false>(arch, p.batch.num_tokens, [&](auto values) {
+  // A rotating row holds 8 values a lane: at 16 its rotation does not fit the fused kernel's
+  // registers (local memory).
+  const auto with_values = [&](auto&& f) {
+    if constexpr (kRope)
+      return f(std::integral_constant<int, 8>{});
+    else
+      return with_values_per_lane<false>(arch, p.batch.num_tokens, f);
+  };
+  return with_values([&](auto values) {
     constexpr int kN = decltype(values)::value;
     kernels::IndexKArgs index{};
     const bool fp4 = p.index_k != nullptr && p.index_format == IndexKFormat::kFp4;
@@ -80,13 +136,22 @@ Status launch_mla(const FusedStoreParams& p, const ArchInfo& arch, cudaStream_t 
       constexpr ScaleRule kKvRule = decltype(kv_rule)::value;
       return with_slot_type(p.kv_slots.type, [&](auto slot) {
         using SlotT = decltype(slot);
-        return fp4 ? launch_fused<kLayout, kKvRule, IndexKFormat::kFp4, SlotT, kN>(p, arch, kv,
-                                                                                  index, stream)
-                   : launch_fused<kLayout, kKvRule, IndexKFormat::kFp8, SlotT, kN>(p, arch, kv,
-                                                                                  index, stream);
+        return fp4 ? launch_fused<kLayout, kKvRule, IndexKFormat::kFp4, SlotT, kN, kRope>(
+                         p, arch, kv, index, stream)
+                   : launch_fused<kLayout, kKvRule, IndexKFormat::kFp8, SlotT, kN, kRope>(
+                         p, arch, kv, index, stream);
       });
     });
   });
+}
+
+template <MlaLayout kLayout>
+Status launch_mla(const FusedStoreParams& p, const ArchInfo& arch, cudaStream_t stream) {
+  return launch_mla_store<kLayout, false>(p, arch, stream);
+}
+template <MlaLayout kLayout>
+Status launch_mla_rope(const FusedStoreParams& p, const ArchInfo& arch, cudaStream_t stream) {
+  return launch_mla_store<kLayout, true>(p, arch, stream);
 }
 
 }  // namespace cachestore::detail

@@ -203,4 +203,14 @@ struct RopeArgs {
   int64_t k_out_head_stride;
 };
 
+// fused_store_cache with RoPE (mla_rope kernels): the rotation of the rows' RoPE parts (`rope`:
+// half_rot 32; pair_units > 0 for NeoX; q_begin unused) and Q's RoPE part, rotated by the blocks
+// with blockIdx.y >= 1: unit u of a block's rows is row u / q_units_per_row, unit u % that.
+struct MlaRopeArgs {
+  RopeArgs rope;
+  FastDivmod q_units_per_row;   // num_query_heads * q_units_per_head; divisor 1 and no Q blocks
+                                // without Q
+  FastDivmod q_units_per_head;  // NeoX 4 pairs, GPT-J 8 vectors (8 bf16 each)
+};
+
 }  // namespace cachestore::kernels

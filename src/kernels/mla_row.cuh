@@ -7,6 +7,7 @@
 #include "kernels/core/bf16_values.cuh"
 #include "kernels/core/guard.cuh"
 #include "kernels/core/reduce.cuh"
+#include "kernels/core/rope.cuh"
 
 namespace cachestore::kernels {
 
@@ -14,9 +15,10 @@ namespace cachestore::kernels {
 template <int kN>
 inline constexpr int kMlaRowLanes = 512 / kN;
 
-// The row of a layout: `MlaRow<kLayout>::store<kRule, SlotT, kN, kPdl>(guard, kv, table, row,
-// lane, live)`, specialized in the layout's kernel header. kRule is the cache's scale rule where
-// the layout reads one (layout::MlaLayoutInfo::scale_rule_selectable), else kPow2 and unread.
+// The row of a layout: `MlaRow<kLayout>::store<kRule, SlotT, kN, kPdl, kRope>(guard, kv, table,
+// row, lane, live, rope)`, specialized in the layout's kernel header. kRule is the cache's scale
+// rule where the layout reads one (layout::MlaLayoutInfo::scale_rule_selectable), else kPow2 and
+// unread. kRope: the row's RoPE part is rotated first (MlaRowRotation; `rope` unread otherwise).
 template <MlaLayout kLayout>
 struct MlaRow;
 
@@ -31,26 +33,130 @@ __device__ __forceinline__ const uint16_t* nope_or_rope_source(const MlaArgs& a,
                                         kN * (is_nope ? lane : lane - nope_lanes));
 }
 
+// An MLA row without RoPE: nothing rotates, the verdict is the guard's.
+struct NoRotation {
+  __device__ __forceinline__ bool operator()(int64_t /*n*/) const { return true; }
+};
+
 // The guard of an MLA row whose values `x` are loading: the count and the slot load beside
-// them, then the tile's amax (the whole warp takes part), the row's page position and the
-// verdict. The row returns when `stored` is false. A row past the batch (`live` false: the last
-// block's spare rows) loads no slot (-1: never stored, never counted).
+// them, then `rotate(n)` (a rotating row's RoPE part, in x or beside it; false: not stored), the
+// tile's amax (the whole warp takes part), the row's page position and the verdict. The row
+// returns when `stored` is false. A row past the batch (`live` false: the last block's spare
+// rows) loads no slot (-1: never stored, never counted).
 struct MlaRowGuard {
   float amax;
   PagePosition pos;
   bool stored;
 };
-template <int kTileLanes, bool kPdl, typename SlotT, int kN>
+template <int kTileLanes, bool kPdl, typename SlotT, int kN, typename Rotate = NoRotation>
 __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, const MlaArgs& a,
                                                      const GuardSources<SlotT>& sources,
                                                      int64_t row, int lane, bool live,
-                                                     const Bf16Vals<kN>& x) {
+                                                     const Bf16Vals<kN>& x,
+                                                     Rotate&& rotate = Rotate{}) {
   const int64_t n = sources.template load_count<kPdl>(guard);
   const int64_t slot = live ? sources.template load_slot<kPdl>(n) : -1;
+  const bool rotated = rotate(n);
   const float amax = group_amax<kTileLanes>(x.amax());
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
-  return {amax, pos, row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0)};
+  return {amax, pos,
+          row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0) && rotated};
 }
+
+// The rotation of a rotating MLA row's RoPE part (fused_store_cache with RotaryEmbedding): the
+// row's position loads beside its inputs (every lane: the verdict needs it); then each lane that
+// holds RoPE values rotates them, a NeoX partner (32 values on) shuffled from the lane that holds
+// it, in the same warp. A row rotates when it is real and its position is in the cos/sin cache;
+// a real row past the cache is counted once and stores nothing. The rotated values are bf16
+// (rounded by the peer's rule), what the layout then stores, and key_out's.
+struct MlaRowRotation {
+  const RopeArgs& r;
+  const uint8_t* position_src;
+  int64_t position = 0;
+
+  // `input_row`: the row whose inputs the lanes read (mla_input_row).
+  __device__ __forceinline__ MlaRowRotation(const RopeArgs& rope, int64_t input_row)
+      : r(rope),
+        position_src(static_cast<const uint8_t*>(rope.positions) +
+                     input_row * (rope.positions_int64 ? 8 : 4)) {}
+
+  template <bool kPdl>
+  __device__ __forceinline__ void load_position() {
+    position = r.positions_int64
+                   ? load_global<kPdl>(reinterpret_cast<const int64_t*>(position_src))
+                   : load_global<kPdl>(reinterpret_cast<const int32_t*>(position_src));
+  }
+
+  // The lane's kVals RoPE values `w` (bf16 pairs; `rope_lane`: it holds RoPE values d0 ..
+  // d0 + kVals - 1) rotated; whether the row rotates. Called by every lane of the row's warps
+  // (the row is uniform in a warp), so that NeoX's shuffles see the whole warp.
+  template <int kVals>
+  __device__ __forceinline__ bool rotate(const GuardArgs& guard, int64_t row, int64_t n, bool live,
+                                         bool leader, bool rope_lane, int32_t d0,
+                                         uint32_t (&w)[kVals / 2]) const {
+    const bool real = live && row < n;
+    const bool in_cache = position >= 0 && position < r.max_position;
+    if (leader && real && !in_cache && guard.diagnostics != nullptr)
+      atomicAdd(&guard.diagnostics->out_of_range_positions, 1ull);
+    if (!real || !in_cache) return false;
+    // Four values at a time, so that a row of 16 values a lane stays within its registers. NeoX
+    // pairs d and d + 32 sit on lanes 32 / kVals apart; every lane shuffles (the row is the
+    // warp's), the RoPE lanes rotate.
+    constexpr int kGroup = 4;
+    constexpr int kPartnerLanes = layout::kRopeDim / 2 / kVals;
+    const bool neox = r.pair_units > 0;
+    const bool first = d0 < r.half_rot;
+#pragma unroll
+    for (int g = 0; g < kVals / kGroup; ++g) {
+      uint32_t* words = w + g * (kGroup / 2);
+      uint32_t partner[kGroup / 2];
+      if (neox) {
+#pragma unroll
+        for (int i = 0; i < kGroup / 2; ++i)
+          partner[i] = __shfl_xor_sync(0xffffffffu, words[i], kPartnerLanes);
+      }
+      if (!rope_lane) continue;
+      float v[kGroup];
+#pragma unroll
+      for (int i = 0; i < kGroup / 2; ++i) decode_bf16x2(words[i], v + 2 * i);
+      if (neox) {
+        float p[kGroup], c[kGroup], s[kGroup];
+#pragma unroll
+        for (int i = 0; i < kGroup / 2; ++i) decode_bf16x2(partner[i], p + 2 * i);
+        load_cos_sin<KvDataType::kBf16>(r, position, (first ? d0 : d0 - r.half_rot) + kGroup * g,
+                                        c, s);
+#pragma unroll
+        for (int i = 0; i < kGroup; ++i)
+          v[i] = rotate_value<KvDataType::kBf16>(v[i], p[i], c[i], s[i], first, r.input_rounding);
+      } else {  // GPT-J: pairs (2i, 2i + 1) inside the lane
+        float c[kGroup / 2], s[kGroup / 2];
+        load_cos_sin<KvDataType::kBf16>(r, position, (d0 + kGroup * g) / 2, c, s);
+#pragma unroll
+        for (int i = 0; i < kGroup / 2; ++i) {
+          const float even = v[2 * i];
+          v[2 * i] = rotate_value<KvDataType::kBf16>(even, v[2 * i + 1], c[i], s[i], true,
+                                                     r.input_rounding);
+          v[2 * i + 1] = rotate_value<KvDataType::kBf16>(v[2 * i + 1], even, c[i], s[i], false,
+                                                         r.input_rounding);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kGroup / 2; ++i)  // exact: each value is a bf16 already
+        words[i] = static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i]))) |
+                   static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i + 1])))
+                       << 16;
+    }
+    if (!rope_lane) return true;
+    if (r.k_out != nullptr) {
+      uint8_t* out = r.k_out + 2 * (row * r.k_out_token_stride + d0);
+#pragma unroll
+      for (int i = 0; i < kVals / 8; ++i)
+        store_vec(out + 16 * i, uint4{w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]});
+      if constexpr (kVals == 4) *reinterpret_cast<uint2*>(out) = uint2{w[0], w[1]};
+    }
+    return true;
+  }
+};
 
 // The row whose input an MLA row reads: its own, or for a row past the batch (`live` false) row
 // 0's (a launch has a row), read and never stored. An exit of those rows before the loads, or a
@@ -61,19 +167,36 @@ __device__ __forceinline__ int64_t mla_input_row(int64_t row, bool live) { retur
 
 // The start of a V4 / V4.1 row: each lane's kN values `x` from the NoPE input or, on the lanes
 // from `nope_lanes` on, the RoPE input (nope_or_rope_source), loaded beside the count and the
-// slot, then guard_mla_row.
-template <typename SlotT, int kTileLanes, bool kPdl, int kN>
+// slot (and with kRope the position, the RoPE lanes' values then rotated), then guard_mla_row.
+template <typename SlotT, int kTileLanes, bool kPdl, bool kRope = false, int kN>
 __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& guard,
                                                              const MlaArgs& a,
                                                              const PageTableArgs& table,
                                                              int64_t row, int lane, bool live,
-                                                             int nope_lanes,
-                                                             Bf16Vals<kN>& x) {
-  const uint16_t* src = nope_or_rope_source<kN>(a, mla_input_row(row, live), lane, nope_lanes);
+                                                             int nope_lanes, Bf16Vals<kN>& x,
+                                                             const RopeArgs* rope = nullptr) {
+  const int64_t input_row = mla_input_row(row, live);
+  const uint16_t* src = nope_or_rope_source<kN>(a, input_row, lane, nope_lanes);
   GuardSources<SlotT> sources(guard, a.slots, table, row);
-  begin_row<kPdl>(guard, sources, src);
-  x = Bf16Vals<kN>::template load<kPdl>(src);
-  return guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, live, x);
+  if constexpr (kRope) {
+    MlaRowRotation rotation(*rope, input_row);
+    begin_row<kPdl>(guard, sources, src, rotation.position_src);
+    x = Bf16Vals<kN>::template load<kPdl>(src);
+    rotation.template load_position<kPdl>();
+    return guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, live, x,
+                                           [&](int64_t n) {
+      uint32_t w[kN / 2];
+      x.words(w);
+      const bool rotated = rotation.template rotate<kN>(
+          guard, row, n, live, lane == 0, lane >= nope_lanes, kN * (lane - nope_lanes), w);
+      x.set_words(w);
+      return rotated;
+    });
+  } else {
+    begin_row<kPdl>(guard, sources, src);
+    x = Bf16Vals<kN>::template load<kPdl>(src);
+    return guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, live, x);
+  }
 }
 
 // Where a stored row of a split-page layout (data rows, then scale rows) writes.

@@ -11,10 +11,11 @@ namespace cachestore::kernels {
 
 template <>
 struct MlaRow<MlaLayout::kV32> {
-  template <ScaleRule kRule, typename SlotT, int kN, bool kPdl>
+  template <ScaleRule kRule, typename SlotT, int kN, bool kPdl, bool kRope = false>
   __device__ __forceinline__ static void store(const GuardArgs& guard, const MlaArgs& a,
                                                const PageTableArgs& table,
-                                               int64_t row, int lane, bool live) {
+                                               int64_t row, int lane, bool live,
+                                               const RopeArgs* rope = nullptr) {
     constexpr layout::PagedRows kRows = layout::mla_layout(MlaLayout::kV32).rows;
     constexpr int kRopeLanes = layout::kRopeDim / 8;
     constexpr int kTileLanes = layout::mla_layout(MlaLayout::kV32).tile / kN;
@@ -24,13 +25,33 @@ struct MlaRow<MlaLayout::kV32> {
     const uint16_t* nope = a.nope + (input_row * a.nope_row_stride + kN * lane);
     const uint16_t* rope_src = a.rope + (input_row * a.rope_row_stride + 8 * lane);
     GuardSources<SlotT> sources(guard, a.slots, table, row);
-    begin_row<kPdl>(guard, sources, nope, rope_src);
-    auto x = Bf16Vals<kN>::template load<kPdl>(nope);
-    const uint4 rope = lane < kRopeLanes
-                           ? load_global<kPdl>(reinterpret_cast<const uint4*>(rope_src))
-                           : uint4{};
-    const auto [amax, pos, stored] =
-        guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, live, x);
+    Bf16Vals<kN> x;
+    uint4 rope_vec;
+    const auto load = [&]() {
+      x = Bf16Vals<kN>::template load<kPdl>(nope);
+      rope_vec = lane < kRopeLanes ? load_global<kPdl>(reinterpret_cast<const uint4*>(rope_src))
+                                   : uint4{};
+    };
+    const auto [amax, pos, stored] = [&]() {
+      if constexpr (kRope) {  // lanes 0..7 rotate their RoPE vector (MlaRowRotation)
+        MlaRowRotation rotation(*rope, input_row);
+        begin_row<kPdl>(guard, sources, nope, rope_src, rotation.position_src);
+        load();
+        rotation.template load_position<kPdl>();
+        return guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, live, x,
+                                               [&](int64_t n) {
+          uint32_t w[4] = {rope_vec.x, rope_vec.y, rope_vec.z, rope_vec.w};
+          const bool rotated = rotation.template rotate<8>(guard, row, n, live, lane == 0,
+                                                           lane < kRopeLanes, 8 * lane, w);
+          rope_vec = {w[0], w[1], w[2], w[3]};
+          return rotated;
+        });
+      } else {
+        begin_row<kPdl>(guard, sources, nope, rope_src);
+        load();
+        return guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, live, x);
+      }
+    }();
     if (!stored) return;
 
     uint8_t* record =
@@ -51,7 +72,7 @@ struct MlaRow<MlaLayout::kV32> {
     *reinterpret_cast<Fp8Bytes<kN>*>(record + kN * lane) = q;
     if (lane % kTileLanes == 0)
       reinterpret_cast<float*>(record + kScalesOffset)[lane / kTileLanes] = scale;
-    if (lane < kRopeLanes) store_vec(record + kRopeOffset + 16 * lane, rope);
+    if (lane < kRopeLanes) store_vec(record + kRopeOffset + 16 * lane, rope_vec);
   }
 };
 

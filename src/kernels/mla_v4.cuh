@@ -10,10 +10,11 @@ namespace cachestore::kernels {
 
 template <>
 struct MlaRow<MlaLayout::kV4> {
-  template <ScaleRule kRule, typename SlotT, int kN, bool kPdl>
+  template <ScaleRule kRule, typename SlotT, int kN, bool kPdl, bool kRope = false>
   __device__ __forceinline__ static void store(const GuardArgs& guard, const MlaArgs& a,
                                                const PageTableArgs& table,
-                                               int64_t row, int lane, bool live) {
+                                               int64_t row, int lane, bool live,
+                                               const RopeArgs* rope = nullptr) {
     constexpr layout::PagedRows kRows = layout::mla_layout(MlaLayout::kV4).rows;
     constexpr int kNopeDim = layout::mla_layout(MlaLayout::kV4).nope_dim;
     constexpr int kNopeLanes = kNopeDim / kN;
@@ -22,8 +23,8 @@ struct MlaRow<MlaLayout::kV4> {
     const bool is_nope = lane < kNopeLanes;
     Bf16Vals<kN> x;
     const auto [amax, pos, stored] =
-        load_nope_or_rope_row<SlotT, kTileLanes, kPdl>(guard, a, table, row, lane, live,
-                                                       kNopeLanes, x);
+        load_nope_or_rope_row<SlotT, kTileLanes, kPdl, kRope>(guard, a, table, row, lane, live,
+                                                              kNopeLanes, x, rope);
     if (!stored) return;
 
     const auto [data_row, scale_row] = split_row_pointers(kRows, a, pos);

@@ -11,17 +11,18 @@ namespace cachestore::kernels {
 // Both V4.1 layouts' row; kRule is unread (the layouts fix their scale formats).
 template <MlaLayout kLayout>
 struct V41Row {
-  template <ScaleRule kRule, typename SlotT, int kN, bool kPdl>
+  template <ScaleRule kRule, typename SlotT, int kN, bool kPdl, bool kRope = false>
   __device__ __forceinline__ static void store(const GuardArgs& guard, const MlaArgs& a,
                                                const PageTableArgs& table,
-                                               int64_t row, int lane, bool live) {
+                                               int64_t row, int lane, bool live,
+                                               const RopeArgs* rope = nullptr) {
     constexpr layout::PagedRows kRows = layout::mla_layout(kLayout).rows;
     constexpr int kNopeLanes = layout::mla_layout(kLayout).nope_dim / kN;
     constexpr int kTileLanes = layout::mla_layout(kLayout).tile / kN;
     Bf16Vals<kN> x;
     const auto [amax, pos, stored] =
-        load_nope_or_rope_row<SlotT, kTileLanes, kPdl>(guard, a, table, row, lane, live,
-                                                       kNopeLanes, x);
+        load_nope_or_rope_row<SlotT, kTileLanes, kPdl, kRope>(guard, a, table, row, lane, live,
+                                                              kNopeLanes, x, rope);
     if (!stored) return;
 
     const auto [data_row, scale_row] = split_row_pointers(kRows, a, pos);

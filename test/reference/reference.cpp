@@ -283,15 +283,32 @@ static_assert(sizeof kMlaRowReferences / sizeof kMlaRowReferences[0] == layout::
               "a reference row for every MLA layout");
 }  // namespace
 
+namespace {
+// fused_store_cache's RoPE (p.rotary.positions set): the rows' RoPE parts, rotated where the row
+// rotates (real, its position in the cos/sin cache: `rotated`), with the out-of-range positions
+// counted and Q and key_out written. Defined below, beside store_paged_kv's RoPE.
+std::vector<uint16_t> rotate_mla_rope(const FusedStoreParams& p, std::vector<bool>* rotated);
+}  // namespace
+
 void fused_store_cache(const FusedStoreParams& p) {
   const MlaCache& c = p.kv_cache;
   const layout::PagedRows rows = layout::mla_layout(c.layout).rows;
   auto* base = static_cast<uint8_t*>(c.data);
+  std::vector<bool> rotated;
+  std::vector<uint16_t> rotated_rope;
+  const void* rope = p.rope;
+  int64_t rope_row_stride = p.rope_row_stride;
+  if (p.rotary.positions != nullptr) {
+    rotated_rope = rotate_mla_rope(p, &rotated);
+    rope = rotated_rope.data();
+    rope_row_stride = layout::kRopeDim;
+  }
   for_each_stored_row(p.batch, p.kv_slots, c.num_pages * c.page_size, c.page_size,
                       [&](int64_t row, int64_t slot) {
+    if (!rotated.empty() && !rotated[row]) return;  // a real row past the cos/sin cache
     const int64_t page = slot / c.page_size, in_page = slot % c.page_size;
     kMlaRowReferences[static_cast<int>(c.layout)](
-        row_ptr(p.nope, row, p.nope_row_stride), row_ptr(p.rope, row, p.rope_row_stride),
+        row_ptr(p.nope, row, p.nope_row_stride), row_ptr(rope, row, rope_row_stride),
         c.scale_rule, base + layout::data_offset(rows, page, in_page, c.page_stride_bytes),
         base + layout::scale_offset(rows, page, in_page, c.page_size, c.page_stride_bytes));
   });
@@ -409,16 +426,15 @@ int64_t rope_position(const RotaryEmbedding& r, int64_t row) {
                                               : static_cast<const int32_t*>(r.positions)[row];
 }
 
-// One head of `head_dim` input values at src rotated to dst (which may be src).
-void rotate_head(const PagedKvParams& p, int64_t position, const uint8_t* src, uint8_t* dst) {
-  const RotaryEmbedding& r = p.rope;
-  const KvDataType t = p.input_type;
+// One head of `head_dim` values of type t at src rotated to dst (which may be src).
+void rotate_head(const RotaryEmbedding& r, KvDataType t, int32_t head_dim, int64_t position,
+                 const uint8_t* src, uint8_t* dst) {
   const int64_t bytes = t == KvDataType::kFp32 ? 4 : 2;
   const int64_t cs_bytes = r.cos_sin_type == KvDataType::kFp32 ? 4 : 2;
   const int64_t stride = r.cos_sin_stride == 0 ? r.rotary_dim : r.cos_sin_stride;
   const auto* row = static_cast<const uint8_t*>(r.cos_sin_cache) + position * stride * cs_bytes;
   const bool input_rounding = r.rounding == RopeRounding::kInputType;
-  std::vector<uint8_t> out(src, src + bytes * p.k.head_dim);  // d >= rotary_dim: as it is
+  std::vector<uint8_t> out(src, src + bytes * head_dim);  // d >= rotary_dim: as it is
   const int32_t half = r.rotary_dim / 2;
   for (int32_t i = 0; i < half; ++i) {
     float c = input_value(r.cos_sin_type, row + cs_bytes * i);
@@ -436,22 +452,63 @@ void rotate_head(const PagedKvParams& p, int64_t position, const uint8_t* src, u
   std::memcpy(dst, out.data(), out.size());
 }
 
+// Which rows rotate: the real ones (i < n) whose position is in the cos/sin cache; the other
+// real rows are counted.
+std::vector<bool> rotating_rows(const Batch& batch, const RotaryEmbedding& r) {
+  const int64_t rows = batch.num_tokens;
+  int64_t n = rows;
+  if (batch.num_tokens_non_padded != nullptr)
+    n = detail::clamp_token_count(*batch.num_tokens_non_padded, rows);
+  std::vector<bool> rotated(static_cast<size_t>(rows), false);
+  for (int64_t row = 0; row < n; ++row) {
+    const int64_t pos = rope_position(r, row);
+    rotated[row] = pos >= 0 && pos < r.max_position;
+    if (!rotated[row] && batch.diagnostics != nullptr)
+      ++batch.diagnostics->out_of_range_positions;
+  }
+  return rotated;
+}
+
+// The element of (row, head) at `base` with (token, head) strides, of `bytes` bytes each.
+template <typename Byte>
+Byte* head_at(Byte* base, int64_t bytes, int64_t row, int64_t head, int64_t token_stride,
+              int64_t head_stride) {
+  return base + bytes * (row * token_stride + head * head_stride);
+}
+
+// Rows that rotate get their Q rotated (in place or into query_out) and their rotated K (`k`:
+// `heads` heads of `head_dim` values of type t) copied to key_out, whatever their slot.
+void write_rope_outputs(const RotaryEmbedding& r, KvDataType t, int32_t head_dim, int32_t heads,
+                        const std::vector<bool>& rotated, const uint8_t* k,
+                        int64_t k_token_stride, int64_t k_head_stride) {
+  const int64_t bytes = t == KvDataType::kFp32 ? 4 : 2;
+  for (int64_t row = 0; row < static_cast<int64_t>(rotated.size()); ++row) {
+    if (!rotated[row]) continue;
+    const int64_t pos = rope_position(r, row);
+    if (r.key_out != nullptr) {
+      for (int32_t h = 0; h < heads; ++h)
+        std::memcpy(head_at(static_cast<uint8_t*>(r.key_out), bytes, row, h,
+                            r.key_out_token_stride, r.key_out_head_stride),
+                    head_at(k, bytes, row, h, k_token_stride, k_head_stride), bytes * head_dim);
+    }
+    const bool in_place = r.query_out == nullptr;
+    for (int32_t h = 0; h < r.num_query_heads; ++h)
+      rotate_head(r, t, head_dim, pos,
+                  head_at(static_cast<const uint8_t*>(r.query), bytes, row, h,
+                          r.query_token_stride, r.query_head_stride),
+                  head_at(static_cast<uint8_t*>(in_place ? r.query : r.query_out), bytes, row, h,
+                          in_place ? r.query_token_stride : r.query_out_token_stride,
+                          in_place ? r.query_head_stride : r.query_out_head_stride));
+  }
+}
+
 // Rows real (i < n) with a position in the cos/sin cache: rotated and stored; the other real
 // rows counted. Their Q and key_out whatever their slot; K rotated before store_kv_side.
 void store_paged_kv_rope(const PagedKvParams& p) {
   const RotaryEmbedding& r = p.rope;
   const int64_t rows = p.batch.num_tokens;
-  int64_t n = rows;
-  if (p.batch.num_tokens_non_padded != nullptr)
-    n = detail::clamp_token_count(*p.batch.num_tokens_non_padded, rows);
   const int64_t bytes = p.input_type == KvDataType::kFp32 ? 4 : 2;
-  std::vector<bool> rotated(static_cast<size_t>(rows), false);
-  for (int64_t row = 0; row < n; ++row) {
-    const int64_t pos = rope_position(r, row);
-    rotated[row] = pos >= 0 && pos < r.max_position;
-    if (!rotated[row] && p.batch.diagnostics != nullptr)
-      ++p.batch.diagnostics->out_of_range_positions;
-  }
+  const std::vector<bool> rotated = rotating_rows(p.batch, r);
   // K rotated into a copy with K's strides (the caches are written from it).
   const int64_t k_extent =
       rows == 0 ? 0
@@ -459,16 +516,12 @@ void store_paged_kv_rope(const PagedKvParams& p) {
                       p.k.head_dim;
   std::vector<uint8_t> k(static_cast<const uint8_t*>(p.k.data),
                          static_cast<const uint8_t*>(p.k.data) + bytes * k_extent);
-  const auto head_at = [&](auto* base, int64_t row, int64_t head, int64_t token_stride,
-                           int64_t head_stride) {
-    return base + bytes * (row * token_stride + head * head_stride);
-  };
   for (int64_t row = 0; row < rows; ++row) {
     if (!rotated[row]) continue;
     const int64_t pos = rope_position(r, row);
     for (int32_t h = 0; h < p.num_heads; ++h) {
-      uint8_t* kh = head_at(k.data(), row, h, p.k.token_stride, p.k.head_stride);
-      rotate_head(p, pos, kh, kh);
+      uint8_t* kh = head_at(k.data(), bytes, row, h, p.k.token_stride, p.k.head_stride);
+      rotate_head(r, p.input_type, p.k.head_dim, pos, kh, kh);
     }
   }
   PagedKvParams stored = p;
@@ -480,25 +533,26 @@ void store_paged_kv_rope(const PagedKvParams& p) {
     store_kv_side(stored, stored.k, p.k_cache, row, page, in_page);
     if (p.v.data != nullptr) store_kv_side(p, p.v, p.v_cache, row, page, in_page);
   });
+  write_rope_outputs(r, p.input_type, p.k.head_dim, p.num_heads, rotated, k.data(),
+                     p.k.token_stride, p.k.head_stride);
+}
+
+std::vector<uint16_t> rotate_mla_rope(const FusedStoreParams& p, std::vector<bool>* rotated) {
+  constexpr int32_t kDim = layout::kRopeDim;
+  const int64_t rows = p.batch.num_tokens;
+  *rotated = rotating_rows(p.batch, p.rotary);
+  std::vector<uint16_t> rope(static_cast<size_t>(rows * kDim));
   for (int64_t row = 0; row < rows; ++row) {
-    if (!rotated[row]) continue;
-    const int64_t pos = rope_position(r, row);
-    if (r.key_out != nullptr) {
-      for (int32_t h = 0; h < p.num_heads; ++h)
-        std::memcpy(head_at(static_cast<uint8_t*>(r.key_out), row, h, r.key_out_token_stride,
-                            r.key_out_head_stride),
-                    head_at(k.data(), row, h, p.k.token_stride, p.k.head_stride),
-                    bytes * p.k.head_dim);
+    uint16_t* dst = rope.data() + row * kDim;
+    std::memcpy(dst, row_ptr(p.rope, row, p.rope_row_stride), 2 * kDim);
+    if ((*rotated)[row]) {
+      auto* bytes = reinterpret_cast<uint8_t*>(dst);
+      rotate_head(p.rotary, KvDataType::kBf16, kDim, rope_position(p.rotary, row), bytes, bytes);
     }
-    const bool in_place = r.query_out == nullptr;
-    for (int32_t h = 0; h < r.num_query_heads; ++h)
-      rotate_head(p, pos,
-                  head_at(static_cast<const uint8_t*>(r.query), row, h, r.query_token_stride,
-                          r.query_head_stride),
-                  head_at(static_cast<uint8_t*>(in_place ? r.query : r.query_out), row, h,
-                          in_place ? r.query_token_stride : r.query_out_token_stride,
-                          in_place ? r.query_head_stride : r.query_out_head_stride));
   }
+  write_rope_outputs(p.rotary, KvDataType::kBf16, kDim, 1, *rotated,
+                     reinterpret_cast<const uint8_t*>(rope.data()), kDim, 0);
+  return rope;
 }
 }  // namespace
 

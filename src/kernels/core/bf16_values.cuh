@@ -57,6 +57,16 @@ struct Bf16Vals {
     }
   }
 
+  // The values from 32-bit words in memory order (a rotated RoPE part).
+  __device__ __forceinline__ void set_words(const uint32_t (&w)[kWords]) {
+    if constexpr (kN == 4) {
+      raw[0] = {w[0], w[1]};
+    } else {
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i) raw[i] = {w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]};
+    }
+  }
+
   // The raw values, copied (V4's RoPE lanes): kN * 2 bytes, aligned to the load vector.
   __device__ __forceinline__ void store_raw(uint8_t* dst) const {
 #pragma unroll
