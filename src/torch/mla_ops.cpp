@@ -15,7 +15,10 @@ void fused_store_cache(Tensor nope, Tensor rope, Tensor slot_mapping, Tensor kv_
                        std::optional<int64_t> index_rule, OptTensor num_tokens_non_padded,
                        int64_t reserved_slot, int64_t index_reserved_slot, int64_t owner_rank,
                        int64_t owner_size, OptTensor diagnostics, bool enable_pdl,
-                       OptTensor positions, OptTensor kv_indptr, OptTensor kv_indices) {
+                       OptTensor positions, OptTensor kv_indptr, OptTensor kv_indices,
+                       OptTensor query, OptTensor cos_sin_cache, OptTensor rope_positions,
+                       bool is_neox, int64_t rope_rounding, OptTensor query_out,
+                       OptTensor key_out) {
   const BatchOptions o{num_tokens_non_padded, reserved_slot, owner_rank, owner_size, diagnostics,
                        enable_pdl};
   check_id("layout", layout, layout::kNumMlaLayouts);
@@ -29,7 +32,15 @@ void fused_store_cache(Tensor nope, Tensor rope, Tensor slot_mapping, Tensor kv_
   const PageTableTensors table{positions, kv_indptr, kv_indices};
   const bool paged_slots = check_page_table(slot_mapping, table, nope.size(0));
   check_paged_bytes("kv_cache", kv_cache);
-  check_options(o);
+  const int64_t rows = nope.size(0);
+  const RopeTensors rotary{query, cos_sin_cache, rope_positions, query_out, key_out};
+  if (check_rope_inputs(rotary, rope_rounding, rows, {})) {
+    if (cos_sin_cache->size(1) != layout::kRopeDim)
+      value_error("cos_sin_cache has " + std::to_string(cos_sin_cache->size(1)) +
+                  " columns; the RoPE part's cos | sin are " + std::to_string(layout::kRopeDim));
+    check_rope_outputs(rotary, rows, layout::kRopeDim, rope.scalar_type(), {3}, "rope", rope);
+  }
+  check_options(o, cos_sin_cache.has_value() ? 3 : 2);
   const int64_t kv_rule = scale_rule.value_or(CACHESTORE_SCALE_POW2);
   const int32_t kv_pages = infer_page_size("kv_cache", page_size, kv_cache, [&](int32_t p) {
     return layout::min_page_stride(static_cast<MlaLayout>(layout), p);
@@ -58,7 +69,9 @@ void fused_store_cache(Tensor nope, Tensor rope, Tensor slot_mapping, Tensor kv_
        named("kv_indices", kv_indices), named("kv_cache", kv_cache), named("index_k", index_k),
        named("index_slot_mapping", index_slots),
        named("index_cache", index_cache), named("num_tokens_non_padded", num_tokens_non_padded),
-       named("diagnostics", diagnostics)});
+       named("diagnostics", diagnostics), named("cos_sin_cache", cos_sin_cache),
+       named("rope_positions", rope_positions), named("query", query),
+       named("query_out", query_out), named("key_out", key_out)});
 
   cachestore_fused_store_params_t p;
   CACHESTORE_PARAMS_INIT(p);
@@ -92,6 +105,7 @@ void fused_store_cache(Tensor nope, Tensor rope, Tensor slot_mapping, Tensor kv_
           *index_cache, index_pages, index_k->size(1), rule);
     }
   }
+  p.rotary = rope_struct(rotary, layout::kRopeDim, is_neox, rope_rounding);
   launch(cachestore_fused_store_cache_v2, p, device);
 }
 
@@ -107,7 +121,9 @@ STABLE_TORCH_LIBRARY_FRAGMENT(cachestore, m) {
         "int? index_page_size=None, int? index_rule=None, Tensor? num_tokens_non_padded=None, "
         "int reserved_slot=-1, int index_reserved_slot=-1, int owner_rank=0, int owner_size=1, "
         "Tensor(c!)? diagnostics=None, bool enable_pdl=False, Tensor? positions=None, "
-        "Tensor? kv_indptr=None, Tensor? kv_indices=None) -> ()");
+        "Tensor? kv_indptr=None, Tensor? kv_indices=None, Tensor(d!)? query=None, "
+        "Tensor? cos_sin_cache=None, Tensor? rope_positions=None, bool is_neox=False, "
+        "int rope_rounding=0, Tensor(e!)? query_out=None, Tensor(f!)? key_out=None) -> ()");
 }
 void mla_kernels(Library& m) { m.impl("fused_store_cache", TORCH_BOX(&fused_store_cache)); }
 CACHESTORE_TORCH_KERNELS(mla_kernels)

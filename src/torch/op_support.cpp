@@ -161,6 +161,93 @@ void check_id(const char* name, int64_t value, int64_t count) {
                 std::to_string(count) + ")");
 }
 
+bool check_rope_inputs(const RopeTensors& r, int64_t rounding, int64_t rows,
+                       std::initializer_list<std::pair<const char*, bool>> only) {
+  check_id("rope_rounding", rounding, 2);
+  if (!r.cos_sin_cache.has_value()) {
+    const auto refuse = [](const char* name, bool given) {
+      if (given) value_error(std::string(name) + " given without cos_sin_cache (RoPE)");
+    };
+    refuse("rope_positions", r.positions.has_value());
+    for (const auto& [name, given] : only) refuse(name, given);
+    refuse("query", r.query.has_value());
+    refuse("query_out", r.query_out.has_value());
+    refuse("key_out", r.key_out.has_value());
+    return false;
+  }
+  const Tensor& cs = *r.cos_sin_cache;
+  check_tensor("cos_sin_cache", cs, {ScalarType::BFloat16, ScalarType::Half, ScalarType::Float},
+               {2});
+  if (cs.stride(-1) != 1) value_error("cos_sin_cache: the last dimension must be contiguous");
+  if (!r.positions.has_value()) value_error("rope_positions is required with cos_sin_cache");
+  check_slots("rope_positions", *r.positions, rows);
+  return true;
+}
+
+void check_like(const char* name, const Tensor& t, const char* like_name, const Tensor& like) {
+  check_tensor(name, t, {like.scalar_type()}, {like.dim()});
+  bool same = t.stride(-1) == 1;
+  for (int64_t i = 0; same && i < like.dim(); ++i) same = t.size(i) == like.size(i);
+  if (!same)
+    value_error(std::string(name) + " " + tuple_string(t.sizes()) + " must have " + like_name +
+                "'s shape " + tuple_string(like.sizes()) + ", the last dimension contiguous");
+}
+
+void check_rope_outputs(const RopeTensors& r, int64_t rows, int64_t head_dim, ScalarType dtype,
+                        std::initializer_list<int64_t> query_ndims, const char* key_name,
+                        const Tensor& key) {
+  if (r.query.has_value()) {
+    const Tensor& q = *r.query;
+    check_tensor("query", q, {dtype}, query_ndims);
+    if (q.stride(-1) != 1) value_error("query: the last dimension must be contiguous");
+    if (q.size(0) != rows || q.size(-1) != head_dim)
+      value_error("query " + tuple_string(q.sizes()) + " must be [" + std::to_string(rows) +
+                  ", heads, " + std::to_string(head_dim) + "]");
+  } else if (r.query_out.has_value()) {
+    value_error("query_out given without query");
+  }
+  if (r.query_out.has_value()) check_like("query_out", *r.query_out, "query", *r.query);
+  if (r.key_out.has_value()) check_like("key_out", *r.key_out, key_name, key);
+}
+
+int32_t input_type_of(ScalarType t) {
+  return t == ScalarType::BFloat16 ? CACHESTORE_KV_BF16
+         : t == ScalarType::Half   ? CACHESTORE_KV_FP16
+                                   : CACHESTORE_KV_FP32;
+}
+
+cachestore_rope_t rope_struct(const RopeTensors& r, int32_t rotary_dim, bool is_neox,
+                              int64_t rounding) {
+  cachestore_rope_t out{};
+  if (!r.cos_sin_cache.has_value()) return out;
+  const Tensor& cs = *r.cos_sin_cache;
+  out.positions = r.positions->data_ptr();
+  out.positions_type = r.positions->scalar_type() == ScalarType::Int ? CACHESTORE_SLOT_INT32
+                                                                      : CACHESTORE_SLOT_INT64;
+  out.cos_sin_type = input_type_of(cs.scalar_type());
+  out.cos_sin_cache = cs.data_ptr();
+  out.cos_sin_stride = cs.stride(0);
+  out.max_position = cs.size(0);
+  out.rotary_dim = rotary_dim;
+  out.style = is_neox ? CACHESTORE_ROPE_NEOX : CACHESTORE_ROPE_GPTJ;
+  out.rounding = static_cast<int32_t>(rounding);
+  const auto strides = [](const Tensor& t, int64_t* token, int64_t* head) {
+    *token = t.stride(0);
+    *head = t.dim() == 3 ? t.stride(1) : t.size(-1);
+    return t.data_ptr();
+  };
+  if (r.query.has_value()) {
+    out.num_query_heads = static_cast<int32_t>(r.query->dim() == 3 ? r.query->size(1) : 1);
+    out.query = strides(*r.query, &out.query_token_stride, &out.query_head_stride);
+  }
+  if (r.query_out.has_value())
+    out.query_out = strides(*r.query_out, &out.query_out_token_stride,
+                            &out.query_out_head_stride);
+  if (r.key_out.has_value())
+    out.key_out = strides(*r.key_out, &out.key_out_token_stride, &out.key_out_head_stride);
+  return out;
+}
+
 void check_options(const BatchOptions& o, int64_t counters) {
   if (o.num_tokens_non_padded.has_value()) {
     const Tensor& n = *o.num_tokens_non_padded;

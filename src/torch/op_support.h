@@ -21,6 +21,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "cachestore/cachestore_c.h"
 
@@ -61,6 +62,31 @@ void check_paged_bytes(const char* name, const Tensor& t);
 int64_t page_bytes(const Tensor& t);
 // An op-level enum argument: its value must be one of `count` ids 0 .. count - 1.
 void check_id(const char* name, int64_t value, int64_t count);
+
+// RoPE in a store: the tensors of its rotation (absent without RoPE).
+struct RopeTensors {
+  const OptTensor& query;
+  const OptTensor& cos_sin_cache;
+  const OptTensor& positions;  // rope_positions
+  const OptTensor& query_out;
+  const OptTensor& key_out;
+};
+// The rounding id, then (cos_sin_cache given) the cos/sin cache and rope_positions; without it,
+// each of `only` (a RoPE-only argument and whether it is given) and the other RoPE tensors must
+// be absent. Whether the store rotates.
+bool check_rope_inputs(const RopeTensors& r, int64_t rounding, int64_t rows,
+                       std::initializer_list<std::pair<const char*, bool>> only);
+// Q ([rows, heads, head_dim] of `dtype`), query_out (Q's shape) and key_out (`key`'s shape).
+void check_rope_outputs(const RopeTensors& r, int64_t rows, int64_t head_dim, ScalarType dtype,
+                        std::initializer_list<int64_t> query_ndims, const char* key_name,
+                        const Tensor& key);
+// `t` must have the shape and dtype of `like` (an output beside its input).
+void check_like(const char* name, const Tensor& t, const char* like_name, const Tensor& like);
+// CACHESTORE_KV_BF16 | _FP16 | _FP32 of a floating dtype.
+int32_t input_type_of(ScalarType t);
+// The C RoPE description (all zero without cos_sin_cache).
+cachestore_rope_t rope_struct(const RopeTensors& r, int32_t rotary_dim, bool is_neox,
+                              int64_t rounding);
 
 // The options every store takes after its tensors.
 struct BatchOptions {

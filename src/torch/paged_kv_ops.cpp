@@ -205,101 +205,20 @@ cachestore_block_scales_t block_scales_struct(const Tensor& bs, int64_t layout) 
   return out;
 }
 
-// `t` must have the shape and dtype of `like` (an output beside its input).
-void check_like(const char* name, const Tensor& t, const char* like_name, const Tensor& like) {
-  check_tensor(name, t, {like.scalar_type()}, {like.dim()});
-  bool same = t.stride(-1) == 1;
-  for (int64_t i = 0; same && i < like.dim(); ++i) same = t.size(i) == like.size(i);
-  if (!same)
-    value_error(std::string(name) + " " + tuple_string(t.sizes()) + " must have " + like_name +
-                "'s shape " + tuple_string(like.sizes()) + ", the last dimension contiguous");
-}
-
-struct RopeTensors {
-  const OptTensor& query;
-  const OptTensor& cos_sin_cache;
-  const OptTensor& positions;
-  std::optional<int64_t>& rotary_dim;
-  const OptTensor& query_out;
-  const OptTensor& key_out;
-};
-
 // RoPE in the store (cos_sin_cache given): its tensors' checks; resolves rotary_dim (default:
 // the cache's width).
-void check_rope(const RopeTensors& r, const Tensor& key, int64_t rounding) {
-  check_id("rope_rounding", rounding, 2);
-  if (!r.cos_sin_cache.has_value()) {
-    const std::pair<const char*, bool> only[] = {
-        {"rope_positions", r.positions.has_value()}, {"rotary_dim", r.rotary_dim.has_value()},
-        {"query", r.query.has_value()}, {"query_out", r.query_out.has_value()},
-        {"key_out", r.key_out.has_value()}};
-    for (const auto& [name, given] : only)
-      if (given) value_error(std::string(name) + " given without cos_sin_cache (RoPE)");
-    return;
-  }
-  const Tensor& cs = *r.cos_sin_cache;
-  check_tensor("cos_sin_cache", cs, {ScalarType::BFloat16, ScalarType::Half, ScalarType::Float},
-               {2});
-  if (cs.stride(-1) != 1) value_error("cos_sin_cache: the last dimension must be contiguous");
-  if (!r.positions.has_value()) value_error("rope_positions is required with cos_sin_cache");
+void check_rope(const RopeTensors& r, std::optional<int64_t>& rotary_dim, const Tensor& key,
+                int64_t rounding) {
   const int64_t rows = key.size(0), head_dim = key.size(-1);
-  check_slots("rope_positions", *r.positions, rows);
-  if (!r.rotary_dim.has_value()) r.rotary_dim = cs.size(1);
-  const int64_t rot = *r.rotary_dim;
+  if (!check_rope_inputs(r, rounding, rows, {{"rotary_dim", rotary_dim.has_value()}})) return;
+  const Tensor& cs = *r.cos_sin_cache;
+  if (!rotary_dim.has_value()) rotary_dim = cs.size(1);
+  const int64_t rot = *rotary_dim;
   if (rot <= 0 || rot > std::min(cs.size(1), head_dim) || rot % 2 != 0)
     value_error("rotary_dim = " + std::to_string(rot) + ": must be even, at most "
                 "cos_sin_cache's width " + std::to_string(cs.size(1)) + " and the head dim " +
                 std::to_string(head_dim));
-  if (r.query.has_value()) {
-    const Tensor& q = *r.query;
-    check_tensor("query", q, {key.scalar_type()}, {2, 3});
-    if (q.stride(-1) != 1) value_error("query: the last dimension must be contiguous");
-    if (q.size(0) != rows || q.size(-1) != head_dim)
-      value_error("query " + tuple_string(q.sizes()) + " must be [" + std::to_string(rows) +
-                  ", heads, " + std::to_string(head_dim) + "] (key's rows and head dim)");
-  } else if (r.query_out.has_value()) {
-    value_error("query_out given without query");
-  }
-  if (r.query_out.has_value()) check_like("query_out", *r.query_out, "query", *r.query);
-  if (r.key_out.has_value()) check_like("key_out", *r.key_out, "key", key);
-}
-
-int32_t input_type_of(ScalarType t) {
-  return t == ScalarType::BFloat16 ? CACHESTORE_KV_BF16
-         : t == ScalarType::Half   ? CACHESTORE_KV_FP16
-                                   : CACHESTORE_KV_FP32;
-}
-
-// The C RoPE description (all zero without cos_sin_cache).
-cachestore_rope_t rope_struct(const RopeTensors& r, bool is_neox, int64_t rounding) {
-  cachestore_rope_t out{};
-  if (!r.cos_sin_cache.has_value()) return out;
-  const Tensor& cs = *r.cos_sin_cache;
-  out.positions = r.positions->data_ptr();
-  out.positions_type = r.positions->scalar_type() == ScalarType::Int ? CACHESTORE_SLOT_INT32
-                                                                      : CACHESTORE_SLOT_INT64;
-  out.cos_sin_type = input_type_of(cs.scalar_type());
-  out.cos_sin_cache = cs.data_ptr();
-  out.cos_sin_stride = cs.stride(0);
-  out.max_position = cs.size(0);
-  out.rotary_dim = static_cast<int32_t>(*r.rotary_dim);
-  out.style = is_neox ? CACHESTORE_ROPE_NEOX : CACHESTORE_ROPE_GPTJ;
-  out.rounding = static_cast<int32_t>(rounding);
-  const auto strides = [](const Tensor& t, int64_t* token, int64_t* head) {
-    *token = t.stride(0);
-    *head = t.dim() == 3 ? t.stride(1) : t.size(-1);
-    return t.data_ptr();
-  };
-  if (r.query.has_value()) {
-    out.num_query_heads = static_cast<int32_t>(r.query->dim() == 3 ? r.query->size(1) : 1);
-    out.query = strides(*r.query, &out.query_token_stride, &out.query_head_stride);
-  }
-  if (r.query_out.has_value())
-    out.query_out = strides(*r.query_out, &out.query_out_token_stride,
-                            &out.query_out_head_stride);
-  if (r.key_out.has_value())
-    out.key_out = strides(*r.key_out, &out.key_out_token_stride, &out.key_out_head_stride);
-  return out;
+  check_rope_outputs(r, rows, head_dim, key.scalar_type(), {2, 3}, "key", key);
 }
 
 void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key_cache,
@@ -338,8 +257,8 @@ void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key
   check_slots("slot_mapping", slot_mapping, key.size(0));
   const PageTableTensors table{positions, kv_indptr, kv_indices};
   const bool paged_slots = check_page_table(slot_mapping, table, key.size(0));
-  const RopeTensors rope{query, cos_sin_cache, rope_positions, rotary_dim, query_out, key_out};
-  check_rope(rope, key, rope_rounding);
+  const RopeTensors rope{query, cos_sin_cache, rope_positions, query_out, key_out};
+  check_rope(rope, rotary_dim, key, rope_rounding);
   check_options(o, cos_sin_cache.has_value() ? 3 : 2);
   const int32_t device = same_device(
       {named("key", key), named("value", value), named("slot_mapping", slot_mapping),
@@ -373,7 +292,8 @@ void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key
   if (key_block_scale.has_value()) p.k_block_scales = block_scales_struct(*key_block_scale, layout);
   if (value_block_scale.has_value())
     p.v_block_scales = block_scales_struct(*value_block_scale, layout);
-  p.rope = rope_struct(rope, is_neox, rope_rounding);
+  p.rope = rope_struct(rope, static_cast<int32_t>(rotary_dim.value_or(0)), is_neox,
+                       rope_rounding);
   launch(cachestore_store_paged_kv, p, device);
 }
 

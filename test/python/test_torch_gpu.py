@@ -587,3 +587,57 @@ def test_store_paged_kv_rope_padded_replay_matches_reference(env, name):
                            bytes_of(q_expected)), f"{where}: Q"
         assert torch.equal(bytes_of(key_out), bytes_of(k_expected)), f"{where}: key_out"
         assert diagnostics.tolist() == [0, 0, len(skipped)], where
+
+
+@pytest.mark.parametrize("layout,is_neox,rounding,index", [
+    ("v4", False, "input_type", "fp8"), ("v32", False, "fp32", None),
+    ("v41", True, "fp32", "fp4"), ("v41_fp4", False, "input_type", None)])
+def test_fused_store_cache_rope_matches_reference(env, layout, is_neox, rounding, index):
+    """fused_store_cache with RoPE: the rows' RoPE part rotated before the layout stores it,
+    DeepSeek's q_pe (q[..., 128:]) rotated in place, the rotated RoPE part into key_out; a real
+    row past the cos/sin cache stores no record (its index-K is stored) and is counted; rows past
+    the count write nothing."""
+    torch, cst, dev = env
+    rows, real, heads, max_pos = 24, 20, 16, 2048
+    nope_dim = 512 if layout == "v32" else 448
+    nope = torch.randn(rows, nope_dim, device=dev).bfloat16()
+    rope = torch.randn(rows, 64, device=dev).bfloat16()
+    k = torch.randn(rows, 128, device=dev).bfloat16()
+    q = torch.randn(rows, heads, 192, device=dev).bfloat16()
+    cos_sin = (torch.rand(max_pos, 64, device=dev) * 2 - 1)
+    positions = torch.randint(0, max_pos, (rows,), device=dev)
+    positions[2] = max_pos  # a real row past the cache
+    slots = torch.randperm(CAPACITY, device=dev)[:rows]
+    page = {"v4": (584 * P + 575) // 576 * 576, "v32": 656 * P,
+            "v41": (528 * P + 511) // 512 * 512, "v41_fp4": (288 * P + 255) // 256 * 256}[layout]
+    cache = poison(torch, dev, PAGES, page)
+    index_cache = poison(torch, dev, PAGES, P * (68 if index == "fp4" else 132))
+    key_out = torch.full((rows, 64), 3.0, dtype=torch.bfloat16, device=dev)
+    n = torch.tensor([real], dtype=torch.int32, device=dev)
+    diagnostics = torch.zeros(3, dtype=torch.int64, device=dev)
+    expected, q_want, k_want = cache.clone(), q.clone(), key_out.clone()
+    index_want = index_cache.clone()
+    ok = torch.tensor([r for r in range(real) if r != 2], device=dev)
+    rotated = ref.ref_rope(rope[ok].unsqueeze(1), positions[ok], cos_sin, 64, is_neox,
+                           rounding).squeeze(1)
+    ref.ref_mla(expected, P, layout, nope[ok], rotated, slots[ok])
+    q_want[ok, :, 128:] = ref.ref_rope(q[ok, :, 128:], positions[ok], cos_sin, 64, is_neox,
+                                       rounding)
+    k_want[ok] = rotated
+    extra = {}
+    if index is not None:
+        extra = dict(index_k=k, index_cache=index_cache, index_format=index)
+        if index == "fp4":
+            ref.ref_index_k_fp4(index_want, P, k[:real], slots[:real])
+        else:
+            ref.ref_index_k_fp8(index_want, P, k[:real], slots[:real])
+    cst.fused_store_cache(nope, rope, slots, cache, layout=layout, num_tokens_non_padded=n,
+                          diagnostics=diagnostics, query=q[..., 128:], cos_sin_cache=cos_sin,
+                          rope_positions=positions, is_neox=is_neox, rope_rounding=rounding,
+                          key_out=key_out, **extra)
+    torch.cuda.synchronize()
+    assert torch.equal(cache, expected), layout
+    assert torch.equal(index_cache, index_want), layout
+    assert torch.equal(q.view(torch.int16), q_want.view(torch.int16)), layout
+    assert torch.equal(key_out.view(torch.int16), k_want.view(torch.int16)), layout
+    assert diagnostics.tolist() == [0, 0, 1], layout

@@ -44,6 +44,8 @@ def I32(n):  # noqa: N802 - a dtype-named constructor like the others
 TABLE = {"positions": I32(4), "kv_indptr": I32(3), "kv_indices": I32(5)}
 Q32 = bf16(4, 32, 128)
 ROPE_KW = {"cos_sin_cache": torch.zeros(4096, 128), "rope_positions": I32(4), "query": Q32}
+MLA_ROPE_KW = {"cos_sin_cache": torch.zeros(4096, 64).bfloat16(), "rope_positions": i64(4),
+               "query": bf16(4, 16, 64)}
 
 # (store, args, kwargs, exception, message regex): every refusal of the tensor checks, and a
 # well-formed call on CPU tensors (only the device is wrong).
@@ -252,8 +254,7 @@ CASES = {
                          r"^query\.dtype is torch\.float16; expected torch\.bfloat16$"),
     "rope_query_rows": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
                         dict(ROPE_KW, query=bf16(3, 32, 128)), ValueError,
-                        r"^query \(3, 32, 128\) must be \[4, heads, 128\] \(key's rows and head "
-                        r"dim\)$"),
+                        r"^query \(3, 32, 128\) must be \[4, heads, 128\]$"),
     "rope_query_out_alone": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
                              dict(ROPE_KW, query=None, query_out=Q32), ValueError,
                              "^query_out given without query$"),
@@ -270,6 +271,31 @@ CASES = {
     "rope_rounding": ("store_paged_kv", (K16, K16, SLOTS, KC, KC),
                       dict(ROPE_KW, rope_rounding="bf16"), ValueError,
                       r"^rope_rounding = 'bf16': expected one of \['fp32', 'input_type'\]$"),
+    "mla_rope_device": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES),
+                        dict(MLA_ROPE_KW, key_out=ROPE.clone(), query_out=bf16(4, 16, 64),
+                             is_neox=True, diagnostics=i64(3)), ValueError, "^nope is on cpu"),
+    "mla_rope_in_place_device": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES),
+                                 dict(MLA_ROPE_KW, key_out=ROPE, query=bf16(4, 16, 192)[..., 128:]),
+                                 ValueError, "^nope is on cpu"),
+    "mla_rope_width": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES),
+                       dict(MLA_ROPE_KW, cos_sin_cache=torch.zeros(4096, 128)), ValueError,
+                       r"^cos_sin_cache has 128 columns; the RoPE part's cos \| sin are 64$"),
+    "mla_rope_query_ndim": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES),
+                            dict(MLA_ROPE_KW, query=bf16(4, 64)), ValueError,
+                            r"^query has 2 dimensions \(4, 64\); expected 3$"),
+    "mla_rope_query_dim": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES),
+                           dict(MLA_ROPE_KW, query=bf16(4, 16, 128)), ValueError,
+                           r"^query \(4, 16, 128\) must be \[4, heads, 64\]$"),
+    "mla_rope_key_out": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES),
+                         dict(MLA_ROPE_KW, key_out=bf16(4, 32)), ValueError,
+                         r"^key_out \(4, 32\) must have rope's shape \(4, 64\), the last "
+                         r"dimension contiguous$"),
+    "mla_rope_diagnostics": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES),
+                             dict(MLA_ROPE_KW, diagnostics=i64(2)), ValueError,
+                             "^diagnostics must be a contiguous int64 tensor of 3 counters$"),
+    "mla_rope_without_cache": ("fused_store_cache", (NOPE, ROPE, SLOTS, V4_PAGES),
+                               {"key_out": ROPE}, ValueError,
+                               r"^key_out given without cos_sin_cache \(RoPE\)$"),
     "fp8_table_partial": ("store_index_k_fp8", (K, SLOTS32, FP8_PAGES), {"kv_indices": I32(4)},
                           ValueError, "^positions, kv_indptr and kv_indices go together"),
     "fp8_table_device": ("store_index_k_fp8", (K, SLOTS32, FP8_PAGES), TABLE, ValueError,

@@ -61,6 +61,78 @@ def check_page_table(a, rows):
     return True
 
 
+ROPE_ROUNDINGS = {"input_type": c.ROPE_ROUND_INPUT_TYPE, "fp32": c.ROPE_ROUND_FP32}
+_COS_SIN_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def check_like(name, t, like_name, like):
+    """`t` must have the shape and dtype of `like` (an output beside its input)."""
+    check_tensor(name, t, (like.dtype,), (like.dim(),))
+    if t.shape != like.shape or t.stride(-1) != 1:
+        raise ValueError(f"{name} {tuple(t.shape)} must have {like_name}'s shape "
+                         f"{tuple(like.shape)}, the last dimension contiguous")
+
+
+def check_rope_inputs(a, rows, only):
+    """RoPE in a store (`cos_sin_cache` given): the rounding, the cos/sin cache and
+    rope_positions. Without cos_sin_cache the RoPE-only arguments `only` must be None. Returns
+    whether the store rotates."""
+    check_id("rope_rounding", a.rope_rounding, len(ROPE_ROUNDINGS))
+    if a.cos_sin_cache is None:
+        for name in only:
+            if getattr(a, name) is not None:
+                raise ValueError(f"{name} given without cos_sin_cache (RoPE)")
+        return False
+    check_tensor("cos_sin_cache", a.cos_sin_cache, _COS_SIN_DTYPES, (2,))
+    if a.cos_sin_cache.stride(-1) != 1:
+        raise ValueError("cos_sin_cache: the last dimension must be contiguous")
+    if a.rope_positions is None:
+        raise ValueError("rope_positions is required with cos_sin_cache")
+    check_slots("rope_positions", a.rope_positions, rows)
+    return True
+
+
+def check_rope_outputs(a, rows, head_dim, dtype, query_ndims, key_name, key):
+    """Q ([rows, heads, head_dim] of `dtype`), query_out (Q's shape) and key_out (`key`'s)."""
+    if a.query is not None:
+        check_tensor("query", a.query, (dtype,), query_ndims)
+        if a.query.stride(-1) != 1:
+            raise ValueError("query: the last dimension must be contiguous")
+        if a.query.shape[0] != rows or a.query.shape[-1] != head_dim:
+            raise ValueError(f"query {tuple(a.query.shape)} must be [{rows}, heads, "
+                             f"{head_dim}]")
+    elif a.query_out is not None:
+        raise ValueError("query_out given without query")
+    if a.query_out is not None:
+        check_like("query_out", a.query_out, "query", a.query)
+    if a.key_out is not None:
+        check_like("key_out", a.key_out, key_name, key)
+
+
+def rope_struct(a, rotary_dim, is_neox):
+    """The C RoPE description of a's rotation (all zero without cos_sin_cache)."""
+    r = c.Rope()
+    if a.cos_sin_cache is None:
+        return r
+    cs, pos = a.cos_sin_cache, a.rope_positions
+    r.positions = pos.data_ptr()
+    r.positions_type = c.SLOT_INT32 if pos.dtype == torch.int32 else c.SLOT_INT64
+    r.cos_sin_type = {torch.bfloat16: c.KV_BF16, torch.float16: c.KV_FP16,
+                      torch.float32: c.KV_FP32}[cs.dtype]
+    r.cos_sin_cache, r.cos_sin_stride, r.max_position = cs.data_ptr(), cs.stride(0), cs.shape[0]
+    r.rotary_dim = rotary_dim
+    r.style = c.ROPE_NEOX if is_neox else c.ROPE_GPTJ
+    r.rounding = a.rope_rounding
+    for name, t in (("query", a.query), ("query_out", a.query_out), ("key_out", a.key_out)):
+        if t is not None:
+            setattr(r, name, t.data_ptr())
+            setattr(r, f"{name}_token_stride", t.stride(0))
+            setattr(r, f"{name}_head_stride", t.stride(1) if t.dim() == 3 else t.shape[-1])
+    if a.query is not None:
+        r.num_query_heads = a.query.shape[1] if a.query.dim() == 3 else 1
+    return r
+
+
 def check_id(name, value, count):
     """An op-level enum argument: one of the ids 0 .. count - 1."""
     if not 0 <= value < count:

@@ -8,6 +8,8 @@ from ._store import Arg, Store, batch_options
 LAYOUTS = {name: info.layout for name, info in c.MLA_LAYOUTS.items()}
 _BY_ID = {info.layout: info for info in c.MLA_LAYOUTS.values()}
 INDEX_FORMATS = {name: info.format for name, info in c.INDEX_K_FORMATS.items()}
+_ROPE_DIM = 64  # the rows' RoPE part: what a rotating store rotates, as Q's
+_ROPE_ONLY = ("rope_positions", "query", "query_out", "key_out")
 
 
 def _prepare(a):
@@ -20,7 +22,13 @@ def _prepare(a):
     k_.check_slots("slot_mapping", a.slot_mapping, a.nope.shape[0])
     k_.check_page_table(a, a.nope.shape[0])
     k_.check_paged_bytes("kv_cache", a.kv_cache)
-    k_.check_options(a)
+    rows = a.nope.shape[0]
+    if k_.check_rope_inputs(a, rows, _ROPE_ONLY):
+        if a.cos_sin_cache.shape[1] != _ROPE_DIM:
+            raise ValueError(f"cos_sin_cache has {a.cos_sin_cache.shape[1]} columns; the RoPE "
+                             f"part's cos | sin are {_ROPE_DIM}")
+        k_.check_rope_outputs(a, rows, _ROPE_DIM, a.rope.dtype, (3,), "rope", a.rope)
+    k_.check_options(a, 2 if a.cos_sin_cache is None else 3)
     if a.scale_rule is None:
         a.scale_rule = c.SCALE_POW2
     a.page_size = k_.infer_page_size("kv_cache", a.page_size, a.kv_cache, ("mla", a.layout),
@@ -50,7 +58,9 @@ def _prepare(a):
                    ("kv_indices", a.kv_indices), ("kv_cache", a.kv_cache), ("index_k", a.index_k),
                    ("index_slot_mapping", a.index_slot_mapping), ("index_cache", a.index_cache),
                    ("num_tokens_non_padded", a.num_tokens_non_padded),
-                   ("diagnostics", a.diagnostics))
+                   ("diagnostics", a.diagnostics), ("cos_sin_cache", a.cos_sin_cache),
+                   ("rope_positions", a.rope_positions), ("query", a.query),
+                   ("query_out", a.query_out), ("key_out", a.key_out))
 
 
 def _build(a):
@@ -76,6 +86,7 @@ def _build(a):
             p.index_fp4_cache = cache
         else:
             p.index_cache = cache
+    p.rotary = k_.rope_struct(a, _ROPE_DIM, a.is_neox)
     return c.fused_store_cache, p, a.nope
 
 
@@ -94,11 +105,24 @@ STORES = [
            Arg("index_page_size", "int?", None, keyword=True),
            Arg("index_rule", "int?", None, choices={"fp8": SCALE_RULES, "fp4": TIES},
                choices_by="index_format", keyword=True),
-           *_options[:2], Arg("index_reserved_slot", "int", -1, keyword=True), *_options[2:]],
+           *_options[:2], Arg("index_reserved_slot", "int", -1, keyword=True), *_options[2:],
+           Arg("query", "Tensor?", None, mutated=True, keyword=True),
+           Arg("cos_sin_cache", "Tensor?", None, keyword=True),
+           Arg("rope_positions", "Tensor?", None, keyword=True),
+           Arg("is_neox", "bool", False, keyword=True),
+           Arg("rope_rounding", "int", "input_type", choices=k_.ROPE_ROUNDINGS, keyword=True),
+           Arg("query_out", "Tensor?", None, mutated=True, keyword=True),
+           Arg("key_out", "Tensor?", None, mutated=True, keyword=True)],
           _prepare, _build,
           doc="DeepSeek MLA KV (layout 'v4', 'v32', 'v41', 'v41_fp4') from nope [T, 448 | 512] "
               "and rope [T, 64] bf16 into kv_cache uint8 [num_pages, page_bytes]; with index_k, "
               "the fp8 (index_rule 'amax' | 'pow2') or fp4 (index_rule 'even' | 'toward_zero') "
               "index-K of the same rows in the same launch (index_slot_mapping defaults to "
-              "slot_mapping)."),
+              "slot_mapping). RoPE in the same launch (cos_sin_cache [max_position, 64] given): "
+              "each row's rope part rotated at rope_positions before it is stored, GPT-J pairs "
+              "(DeepSeek's; is_neox for halves), rope_rounding 'input_type' (vLLM) or 'fp32'; "
+              "query [T, H, 64] bf16 (q_pe, e.g. q[..., 128:]) rotated in place or into "
+              "query_out; the rotated rope part into key_out (rope itself: in place). A real row "
+              "whose position is outside the cache stores no KV record and is counted "
+              "(diagnostics then holds 3 counters); its index-K is stored."),
 ]

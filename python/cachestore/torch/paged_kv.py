@@ -20,7 +20,7 @@ _AUTO_DTYPES = tuple(_INPUT_TYPES)
 _LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
 # RoPE in the store: which peer's rounding the rotation reproduces (docs/layouts.md): vLLM's
 # rotary_embedding (each operation in the input type) or FlashInfer's (fp32 arithmetic).
-ROPE_ROUNDINGS = {"input_type": c.ROPE_ROUND_INPUT_TYPE, "fp32": c.ROPE_ROUND_FP32}
+ROPE_ROUNDINGS = k_.ROPE_ROUNDINGS
 _ROPE_ONLY = ("rope_positions", "rotary_dim", "query", "query_out", "key_out")
 
 
@@ -151,73 +151,20 @@ def _prepare(a):
     a.kv_cache_dtype = cache_type
 
 
-def _like(name, t, like_name, like):
-    """`t` must have the shape and dtype of `like` (an output beside its input)."""
-    k_.check_tensor(name, t, (like.dtype,), (like.dim(),))
-    if t.shape != like.shape or t.stride(-1) != 1:
-        raise ValueError(f"{name} {tuple(t.shape)} must have {like_name}'s shape "
-                         f"{tuple(like.shape)}, the last dimension contiguous")
-
-
 def _prepare_rope(a):
     """RoPE in the store (cos_sin_cache given): K rotated before it is stored, Q (query) in place
     or into query_out, the rotated K into key_out. Resolves rotary_dim (default: the cache's
     width)."""
-    k_.check_id("rope_rounding", a.rope_rounding, len(ROPE_ROUNDINGS))
-    if a.cos_sin_cache is None:
-        for name in _ROPE_ONLY:
-            if getattr(a, name) is not None:
-                raise ValueError(f"{name} given without cos_sin_cache (RoPE)")
-        return
-    cs = a.cos_sin_cache
-    k_.check_tensor("cos_sin_cache", cs, _AUTO_DTYPES, (2,))
-    if cs.stride(-1) != 1:
-        raise ValueError("cos_sin_cache: the last dimension must be contiguous")
-    if a.rope_positions is None:
-        raise ValueError("rope_positions is required with cos_sin_cache")
     rows, head_dim = a.key.shape[0], a.key.shape[-1]
-    k_.check_slots("rope_positions", a.rope_positions, rows)
+    if not k_.check_rope_inputs(a, rows, _ROPE_ONLY):
+        return
+    width = a.cos_sin_cache.shape[1]
     if a.rotary_dim is None:
-        a.rotary_dim = cs.shape[1]
-    if not 0 < a.rotary_dim <= min(cs.shape[1], head_dim) or a.rotary_dim % 2:
+        a.rotary_dim = width
+    if not 0 < a.rotary_dim <= min(width, head_dim) or a.rotary_dim % 2:
         raise ValueError(f"rotary_dim = {a.rotary_dim}: must be even, at most cos_sin_cache's "
-                         f"width {cs.shape[1]} and the head dim {head_dim}")
-    if a.query is not None:
-        k_.check_tensor("query", a.query, (a.key.dtype,), (2, 3))
-        if a.query.stride(-1) != 1:
-            raise ValueError("query: the last dimension must be contiguous")
-        if a.query.shape[0] != rows or a.query.shape[-1] != head_dim:
-            raise ValueError(f"query {tuple(a.query.shape)} must be [{rows}, heads, "
-                             f"{head_dim}] (key's rows and head dim)")
-    elif a.query_out is not None:
-        raise ValueError("query_out given without query")
-    if a.query_out is not None:
-        _like("query_out", a.query_out, "query", a.query)
-    if a.key_out is not None:
-        _like("key_out", a.key_out, "key", a.key)
-
-
-def _rope(a):
-    """The C RoPE description of `a` (all zero without cos_sin_cache)."""
-    r = c.Rope()
-    if a.cos_sin_cache is None:
-        return r
-    cs, pos = a.cos_sin_cache, a.rope_positions
-    r.positions = pos.data_ptr()
-    r.positions_type = c.SLOT_INT32 if pos.dtype == torch.int32 else c.SLOT_INT64
-    r.cos_sin_type = _INPUT_TYPES[cs.dtype]
-    r.cos_sin_cache, r.cos_sin_stride, r.max_position = cs.data_ptr(), cs.stride(0), cs.shape[0]
-    r.rotary_dim = a.rotary_dim
-    r.style = c.ROPE_NEOX if a.is_neox else c.ROPE_GPTJ
-    r.rounding = a.rope_rounding
-    for name, t in (("query", a.query), ("query_out", a.query_out), ("key_out", a.key_out)):
-        if t is not None:
-            setattr(r, name, t.data_ptr())
-            setattr(r, f"{name}_token_stride", t.stride(0))
-            setattr(r, f"{name}_head_stride", t.stride(1) if t.dim() == 3 else t.shape[-1])
-    if a.query is not None:
-        r.num_query_heads = a.query.shape[1] if a.query.dim() == 3 else 1
-    return r
+                         f"width {width} and the head dim {head_dim}")
+    k_.check_rope_outputs(a, rows, head_dim, a.key.dtype, (2, 3), "key", a.key)
 
 
 def _entry_and_head(cache, layout):
@@ -281,7 +228,7 @@ def _build(a):
         p.k_block_scales = _block_scales(a.key_block_scale, a.layout)
     if a.value_block_scale is not None:
         p.v_block_scales = _block_scales(a.value_block_scale, a.layout)
-    p.rope = _rope(a)
+    p.rope = k_.rope_struct(a, a.rotary_dim, a.is_neox)
     return c.store_paged_kv, p, a.key
 
 
