@@ -1,6 +1,8 @@
 // The MLA rows: FlashMLA V4 and V3.2 (either scale rule), DeepSeek V4.1 and V4.1 FP4, alone and
 // with the index-K fused (beside the two separate stores it replaces), pages of kPage slots.
 #include "harness.cuh"
+#include "naive_rope.cuh"
+#include "rope_operands.h"
 
 namespace cachestore::bench {
 namespace {
@@ -8,6 +10,12 @@ namespace {
 constexpr int64_t kMlaPages = (int64_t{1} << 20) / kPage;
 // One cache per layout, allocated with the pool (never freed: the process ends with them).
 thrust::device_vector<uint8_t>* g_caches = nullptr;
+// RoPE rows: DeepSeek at TP 8 (16 local Q heads), input [NoPE 448 | RoPE 64 | q_pe 16 x 64] per
+// token, positions in a bf16 cos/sin cache [kMlaRopePositions, 64].
+constexpr int32_t kMlaQHeads = 16, kMlaRopePositions = 4096;
+constexpr int64_t kMlaRopeWidth = 512 + kMlaQHeads * 64;
+thrust::device_vector<int64_t>* g_positions = nullptr;
+thrust::device_vector<uint8_t>* g_cos_sin = nullptr;
 
 int64_t mla_capacity() { return kMlaPages * kPage; }
 
@@ -36,6 +44,37 @@ FusedStoreParams fused_params(const Node& node, MlaLayout layout, IndexKFormat f
   if (format == IndexKFormat::kFp8) p.index_cache = pool().fp8(ScaleRule::kAmax);
   else p.index_fp4_cache = pool().fp4(Fp4Ties::kToEven);
   return p;
+}
+
+// The V4.1 store of a RoPE row with its RoPE part and q_pe rotated in the same launch (NeoX and
+// fp32 arithmetic: the lean rotary node's).
+Status mla_rope(const Node& node) {
+  FusedStoreParams p = mla_params(node, MlaLayout::kV41, ScaleRule::kPow2);
+  RotaryEmbedding& r = p.rotary;
+  r.positions = thrust::raw_pointer_cast(g_positions->data());
+  r.positions_type = SlotType::kInt64;
+  r.cos_sin_cache = thrust::raw_pointer_cast(g_cos_sin->data());
+  r.cos_sin_type = KvDataType::kBf16;
+  r.max_position = kMlaRopePositions;
+  r.rotary_dim = 64;
+  r.rounding = RopeRounding::kFp32;
+  r.num_query_heads = kMlaQHeads;
+  r.query = const_cast<uint16_t*>(node.in) + 512;
+  r.query_token_stride = node.input_width;
+  r.query_head_stride = 64;
+  return fused_store_cache(p, node.stream);
+}
+
+// What an engine runs without the fusion: the rotary kernel on [RoPE | q_pe] in place, then the
+// V4.1 store.
+Status mla_rope_pair(const Node& node) {
+  const Status rope = cuda_status(test::lean_rope(
+      const_cast<uint16_t*>(node.in) + 448, node.input_width, 1 + kMlaQHeads, 64,
+      thrust::raw_pointer_cast(g_positions->data()),
+      reinterpret_cast<const uint16_t*>(thrust::raw_pointer_cast(g_cos_sin->data())), node.n,
+      node.stream));
+  if (rope != Status::kSuccess) return rope;
+  return fused_store_cache(mla_params(node, MlaLayout::kV41, ScaleRule::kPow2), node.stream);
 }
 
 // What the fused store replaces: the MLA store, then the fp8 index-K store.
@@ -94,12 +133,27 @@ const Family kMla(
            return fused_store_cache(fused_params(node, MlaLayout::kV41, IndexKFormat::kFp4),
                                     node.stream);
          }},
+        // RoPE fused into the V4.1 store: NoPE and RoPE read (1024 bytes), q_pe read and written
+        // (4096), the slot and the position, the record written (528). Beside the lean pair and
+        // beside the store without RoPE.
+        {35, "mla_rope_pair_two_nodes", 5664, kMlaRopeWidth, false, nullptr, false, nullptr,
+         mla_capacity, mla_rope_pair},
+        {36, "mla_v41_rope", 5664, kMlaRopeWidth, false, "mla_rope_pair_two_nodes", true,
+         "naive_bf16_scatter", mla_capacity, mla_rope},
+        {37, "mla_v41_rope_vs_store", 5664, kMlaRopeWidth, false, "mla_v41", true,
+         "naive_bf16_scatter", mla_capacity, mla_rope},
     },
     [] {
       g_caches = new thrust::device_vector<uint8_t>[layout::kNumMlaLayouts];
       for (int32_t l = 0; l < layout::kNumMlaLayouts; ++l)
         poisoned_cache(g_caches[l],
                        kMlaPages * layout::min_page_stride(static_cast<MlaLayout>(l), kPage));
+      std::vector<int64_t> positions(kMaxRows);
+      for (int64_t i = 0; i < kMaxRows; ++i) positions[i] = (i * 2654435761) % kMlaRopePositions;
+      g_positions = new thrust::device_vector<int64_t>(positions.begin(), positions.end());
+      const std::vector<uint8_t> cos_sin =
+          test::cos_sin_table(KvDataType::kBf16, kMlaRopePositions, 64);
+      g_cos_sin = new thrust::device_vector<uint8_t>(cos_sin.begin(), cos_sin.end());
     });
 
 }  // namespace
