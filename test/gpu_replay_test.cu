@@ -48,10 +48,7 @@ TEST_P(PaddedReplay, GraphReplayNeverWritesPaddingRows) {
   StoreCase c(kind, shape);
   const int64_t capacity = c.capacity();
   std::vector<int64_t> previous = distinct_slots(rng_, kCapturedRows, capacity, -1);
-  c.randomize_inputs(rng_, kCapturedRows);
-  c.set_count(static_cast<int32_t>(kCapturedRows));
-  c.set_slots(previous);
-  c.set_index_slots(previous);
+  c.set_step(rng_, kCapturedRows, previous);
   c.upload_inputs();
 
   // Capture once, as an engine does at its largest decode batch.
@@ -86,10 +83,7 @@ TEST_P(PaddedReplay, GraphReplayNeverWritesPaddingRows) {
   for_each_padded_replay(kCapturedRows, [&](Padding padding, int64_t n) {
     const std::vector<int64_t> slots =
         padded_replay_slots(rng_, kCapturedRows, n, capacity, padding, previous);
-    c.randomize_inputs(rng_, n);
-    c.set_count(static_cast<int32_t>(n));
-    c.set_slots(slots);
-    c.set_index_slots(slots);
+    c.set_step(rng_, n, slots);
     ASSERT_TRUE(replay_matches_reference(c, exec, stream));
     previous = slots;
 

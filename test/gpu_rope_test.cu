@@ -311,12 +311,9 @@ TEST_P(MlaRopeSweep, CachesQueryAndRopePartMatchReference) {
     std::uniform_int_distribution<int32_t> count(5, static_cast<int32_t>(shape.num_tokens));
     for (int step = 0; step < 3; ++step) {
       const int32_t n = step == 0 ? static_cast<int32_t>(shape.num_tokens) : count(rng_);
-      c.randomize_inputs(rng_, n);
-      c.set_count(n);
       const std::vector<int64_t> slots =
           step_slots(rng_, shape.num_tokens, n, c.capacity(), shape.reserved_slot, step == 2);
-      c.set_slots(slots);
-      c.set_index_slots(slots);
+      c.set_step(rng_, n, slots);
       c.upload_inputs();
       ASSERT_TRUE(store_matches_reference(c, launch)) << "step " << step << ", n = " << n;
     }
@@ -383,10 +380,7 @@ TEST_P(MlaRopeReplay, GraphReplayNeverTouchesPaddingRows) {
   shape.rotary = mla_rotary(style, 2);  // Q heads 128 in place, the RoPE part in place
   StoreCase c(kind, shape);
   std::vector<int64_t> previous = distinct_slots(rng_, kRows, c.capacity(), -1);
-  c.randomize_inputs(rng_, kRows);
-  c.set_count(static_cast<int32_t>(kRows));
-  c.set_slots(previous);
-  c.set_index_slots(previous);
+  c.set_step(rng_, kRows, previous);
   c.upload_inputs();
   cudaStream_t stream;
   CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -396,10 +390,7 @@ TEST_P(MlaRopeReplay, GraphReplayNeverTouchesPaddingRows) {
   for_each_padded_replay(kRows, [&](Padding padding, int64_t n) {
     const std::vector<int64_t> slots =
         padded_replay_slots(rng_, kRows, n, c.capacity(), padding, previous);
-    c.randomize_inputs(rng_, n);
-    c.set_count(static_cast<int32_t>(n));
-    c.set_slots(slots);
-    c.set_index_slots(slots);
+    c.set_step(rng_, n, slots);
     ASSERT_TRUE(replay_matches_reference(c, exec, stream));
     previous = slots;
   });

@@ -226,6 +226,13 @@ class StoreCase {
     if (index_slots_ != nullptr) index_slots_->host = slots_as_bytes(slots, shape_.slot_type);
   }
   void upload_inputs() { sc_.upload_inputs(); }
+  // One step's inputs (rows < n real), count and slots (the fused index-K's too).
+  void set_step(std::mt19937_64& rng, int64_t n, const std::vector<int64_t>& slots) {
+    randomize_inputs(rng, n);
+    set_count(static_cast<int32_t>(n));
+    set_slots(slots);
+    set_index_slots(slots);
+  }
 
   Status run_device(cudaStream_t stream, LaunchOptions launch = {}) {
     return dispatch(Side::kDevice, stream, launch);
