@@ -5,9 +5,10 @@
 # outside the tree. The interpreter's own packages (PyTorch, pytest) stay visible.
 #
 # PyTorch: if python3 has none, a scratch environment gets one from the package index
-# (CACHESTORE_TEST_TORCH=<pip requirement>, default torch==2.10.*, the oldest torch the native
-# ops target; kept in WORK_DIR.torch-env between runs), so that the native ops' host side is
-# built and tested here too; CACHESTORE_TEST_TORCH=none skips that (the torch tests then skip).
+# (test/python/torch_env.sh: CACHESTORE_TEST_TORCH=<pip requirement>, default torch==2.10.*, the
+# oldest torch the native ops target; kept in WORK_DIR.torch-env, or CACHESTORE_TEST_TORCH_ENV,
+# between runs), so that the native ops' host side is built and tested here too;
+# CACHESTORE_TEST_TORCH=none skips that (the torch tests then skip).
 # The package builds without isolation against the interpreter's torch. With <source>/.whl
 # present (a machine without network: the build backend carried as a wheel) pip installs from
 # there only. CACHESTORE_WHEEL_CUDA_ARCHITECTURES (e.g. 90-real) builds the package for those
@@ -26,22 +27,10 @@ mkdir -p "$work/site" "$work/tools"
 pip_opts=(-q --disable-pip-version-check --no-warn-script-location)
 [[ -d "$src/.whl" ]] && pip_opts+=(--no-index --find-links "$src/.whl")
 py=python3
-torch_req=${CACHESTORE_TEST_TORCH:-torch==2.10.*}
-if ! python3 -c "import torch" 2>/dev/null && [[ "$torch_req" != none && ! -d "$src/.whl" ]]; then
-  env_dir="$work.torch-env"
-  if ! "$env_dir/bin/python" -c "import torch, pytest, scikit_build_core" 2>/dev/null; then
-    rm -rf "$env_dir"
-    start=$SECONDS
-    if python3 -m venv "$env_dir" &&
-       "$env_dir/bin/python" -m pip install "${pip_opts[@]}" "$torch_req" scikit-build-core pytest
-    then
-      echo "torch environment ($torch_req): $((SECONDS - start)) s"
-    else
-      echo "could not install $torch_req (no package index?): the torch tests skip"
-      rm -rf "$env_dir"
-    fi
-  fi
-  [[ -x "$env_dir/bin/python" ]] && py="$env_dir/bin/python"
+# CACHESTORE_TEST_TORCH_ENV: where the environment is (scripts/test fetches it during the build).
+env_dir=${CACHESTORE_TEST_TORCH_ENV:-$work.torch-env}
+if "$src/test/python/torch_env.sh" "$src" "$env_dir"; then
+  py="$env_dir/bin/python"
 fi
 export PYTHONPATH="$work/site:$work/tools${PYTHONPATH:+:$PYTHONPATH}"
 "$py" -c "import scikit_build_core" 2>/dev/null ||
