@@ -12,6 +12,12 @@ configure_file("${PROJECT_SOURCE_DIR}/cmake/version.h.in"
 # One translation unit per layout or cache type (src/instantiations/): a layout added there is
 # built without touching this list, and a 2-core build compiles two layouts at a time.
 file(GLOB CACHESTORE_INSTANTIATIONS CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/src/instantiations/*.cu")
+# The host side alone, every launcher refusing (src/no_kernels.cpp): for the Python package test
+# on machines without an NVIDIA driver, where no kernel could run; never an installed build.
+option(CACHESTORE_HOST_ONLY "Build without kernels (testing the host side without a GPU)" OFF)
+if(CACHESTORE_HOST_ONLY)
+  set(CACHESTORE_INSTANTIATIONS "${PROJECT_SOURCE_DIR}/src/no_kernels.cpp")
+endif()
 add_library(cachestore_objects OBJECT
   src/arch.cu
   src/c_api.cpp

@@ -13,9 +13,11 @@
 # present (a machine without network: the build backend carried as a wheel) pip installs from
 # there only. CACHESTORE_WHEEL_CUDA_ARCHITECTURES (e.g. 90-real) builds the package for those
 # architectures only, where the tests need no other image (the GPU machine: a third of the build).
-# Without an NVIDIA driver no kernel of the package runs, so it is built for 90-real alone unless
-# that variable says otherwise: the package, its loading and the ops' host side are what is
-# tested there, and the full three-image build is the first build's (CI's time limit).
+# Without an NVIDIA driver no kernel of the package runs, so unless that variable says otherwise
+# the package is built without kernels (CACHESTORE_HOST_ONLY: every store refuses after its
+# checks, which it never reaches there, the device query failing first): the package, its
+# loading and the ops' host side are what is tested there, and the kernels are the first build's
+# (CI's time limit).
 #
 # usage: run_wheel_tests.sh SOURCE_DIR WORK_DIR [PYTEST_ARGS...]   (package in WORK_DIR/site)
 set -euo pipefail
@@ -38,13 +40,13 @@ export PYTHONPATH="$work/site:$work/tools${PYTHONPATH:+:$PYTHONPATH}"
 "$py" -c "import pytest" 2>/dev/null ||
   "$py" -m pip install "${pip_opts[@]}" --target "$work/tools" pytest
 build_opts=()
+# Its own build folder for each choice: a cached choice never reaches another build's folder.
 if [[ -z "${CACHESTORE_WHEEL_CUDA_ARCHITECTURES:-}" ]] &&
    ! python3 -c "import ctypes; ctypes.CDLL('libcuda.so.1')" 2>/dev/null; then
-  CACHESTORE_WHEEL_CUDA_ARCHITECTURES=90-real
-  echo "no NVIDIA driver: the package is built for $CACHESTORE_WHEEL_CUDA_ARCHITECTURES only"
-fi
-# Its own build folder: the cached architecture choice never reaches the fat build's folder.
-if [[ -n "${CACHESTORE_WHEEL_CUDA_ARCHITECTURES:-}" ]]; then
+  build_opts+=(--config-settings="cmake.define.CACHESTORE_HOST_ONLY=ON"
+               --config-settings="build-dir=build-python/host-only/{wheel_tag}")
+  echo "no NVIDIA driver: the package is built without kernels (CACHESTORE_HOST_ONLY)"
+elif [[ -n "${CACHESTORE_WHEEL_CUDA_ARCHITECTURES:-}" ]]; then
   archs=$CACHESTORE_WHEEL_CUDA_ARCHITECTURES
   build_opts+=(--config-settings="cmake.define.CMAKE_CUDA_ARCHITECTURES=$archs"
                --config-settings="build-dir=build-python/${archs//[^0-9a-z-]/_}/{wheel_tag}")
