@@ -103,8 +103,7 @@ __device__ __forceinline__ void rotate_query_units(const GuardArgs& guard, const
   const uint16_t* src = reinterpret_cast<const uint16_t*>(r.q) +
                         (row * r.q_token_stride + unit.head * r.q_head_stride + 8 * unit.vec);
   const uint16_t* partner_src = src + r.half_rot;  // read by NeoX pairs only
-  const uint8_t* position_src =
-      static_cast<const uint8_t*>(r.positions) + row * (r.positions_int64 ? 8 : 4);
+  const uint8_t* position_src = position_address(r, row);
   CountSource count{guard.n_ptr, guard.n_ptr};
   if constexpr (kPdl) {  // pinned as begin_row pins: without a count, read the position's word
     if (count.count == nullptr) count.count_read = reinterpret_cast<const int32_t*>(position_src);
@@ -117,9 +116,7 @@ __device__ __forceinline__ void rotate_query_units(const GuardArgs& guard, const
   uint4 x[1], y[1];
   x[0] = load_global<kPdl>(reinterpret_cast<const uint4*>(src));
   if (unit.pair) y[0] = load_global<kPdl>(reinterpret_cast<const uint4*>(partner_src));
-  const int64_t position =
-      r.positions_int64 ? load_global<kPdl>(reinterpret_cast<const int64_t*>(position_src))
-                        : load_global<kPdl>(reinterpret_cast<const int32_t*>(position_src));
+  const int64_t position = load_position<kPdl>(r, position_src);
   const int64_t n = count.template load_count<kPdl>(guard);
   if (row >= n || position < 0 || position >= r.max_position) return;
   float v[8], w[8];

@@ -76,15 +76,11 @@ struct MlaRowRotation {
 
   // `input_row`: the row whose inputs the lanes read (mla_input_row).
   __device__ __forceinline__ MlaRowRotation(const RopeArgs& rope, int64_t input_row)
-      : r(rope),
-        position_src(static_cast<const uint8_t*>(rope.positions) +
-                     input_row * (rope.positions_int64 ? 8 : 4)) {}
+      : r(rope), position_src(position_address(rope, input_row)) {}
 
   template <bool kPdl>
   __device__ __forceinline__ void load_position() {
-    position = r.positions_int64
-                   ? load_global<kPdl>(reinterpret_cast<const int64_t*>(position_src))
-                   : load_global<kPdl>(reinterpret_cast<const int32_t*>(position_src));
+    position = kernels::load_position<kPdl>(r, position_src);
   }
 
   // The lane's kVals RoPE values `w` (bf16 pairs; `rope_lane`: it holds RoPE values d0 ..
@@ -131,14 +127,7 @@ struct MlaRowRotation {
       } else {  // GPT-J: pairs (2i, 2i + 1) inside the lane
         float c[kGroup / 2], s[kGroup / 2];
         load_cos_sin<KvDataType::kBf16>(r, position, (d0 + kGroup * g) / 2, c, s);
-#pragma unroll
-        for (int i = 0; i < kGroup / 2; ++i) {
-          const float even = v[2 * i];
-          v[2 * i] = rotate_value<KvDataType::kBf16>(even, v[2 * i + 1], c[i], s[i], true,
-                                                     r.input_rounding);
-          v[2 * i + 1] = rotate_value<KvDataType::kBf16>(v[2 * i + 1], even, c[i], s[i], false,
-                                                         r.input_rounding);
-        }
+        rotate_adjacent_pairs<KvDataType::kBf16>(v, c, s, r.input_rounding);
       }
 #pragma unroll
       for (int i = 0; i < kGroup / 2; ++i)  // exact: each value is a bf16 already

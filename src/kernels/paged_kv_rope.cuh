@@ -34,8 +34,7 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
   src += kW * unit.vec;
   const In* partner_src = src + r.half_rot;  // read by NeoX pairs only
   const float* scale_src = side.scale + static_cast<int64_t>(unit.head) * side.scale_stride;
-  const uint8_t* position_src =
-      static_cast<const uint8_t*>(r.positions) + row * (r.positions_int64 ? 8 : 4);
+  const uint8_t* position_src = position_address(r, row);
   GuardSources<SlotT> sources(guard, a.slots, table, row);
   if constexpr (kCache == KvCacheType::kAuto) {
     begin_row<kPdl>(guard, sources, src, partner_src, position_src);
@@ -51,9 +50,7 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
     for (int i = 0; i < kLoads; ++i)
       y[i] = load_global<kPdl>(reinterpret_cast<const uint4*>(partner_src) + i);
   }
-  const int64_t position =
-      r.positions_int64 ? load_global<kPdl>(reinterpret_cast<const int64_t*>(position_src))
-                        : load_global<kPdl>(reinterpret_cast<const int32_t*>(position_src));
+  const int64_t position = load_position<kPdl>(r, position_src);
   float scale = 0.0f;
   if constexpr (kCache != KvCacheType::kAuto) {
     if (!is_q) scale = load_global<kPdl>(scale_src);

@@ -108,6 +108,29 @@ struct RopeUnit {
   }
 };
 
+// Where row `row`'s position is, and the position (int32 or int64) loaded from there.
+__device__ __forceinline__ const uint8_t* position_address(const RopeArgs& r, int64_t row) {
+  return static_cast<const uint8_t*>(r.positions) + row * (r.positions_int64 ? 8 : 4);
+}
+template <bool kPdl>
+__device__ __forceinline__ int64_t load_position(const RopeArgs& r, const uint8_t* src) {
+  return r.positions_int64 ? load_global<kPdl>(reinterpret_cast<const int64_t*>(src))
+                           : load_global<kPdl>(reinterpret_cast<const int32_t*>(src));
+}
+
+// GPT-J: the kN / 2 pairs (2i, 2i + 1) of v rotated by cos c[i], sin s[i].
+template <KvDataType kIn, int kN>
+__device__ __forceinline__ void rotate_adjacent_pairs(float (&v)[kN], const float (&c)[kN / 2],
+                                                      const float (&s)[kN / 2],
+                                                      bool input_rounding) {
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) {
+    const float even = v[2 * i];
+    v[2 * i] = rotate_value<kIn>(even, v[2 * i + 1], c[i], s[i], true, input_rounding);
+    v[2 * i + 1] = rotate_value<kIn>(v[2 * i + 1], even, c[i], s[i], false, input_rounding);
+  }
+}
+
 // A unit's kW input values x rotated at `position` into v, fp32: a NeoX pair with its
 // partners y (d and d + rotary_dim / 2) into w, or GPT-J pairs (2i, 2i + 1) inside x (y, w
 // unused).
@@ -130,12 +153,7 @@ __device__ __forceinline__ void rotate_unit(const RopeArgs& r, const RopeUnit& u
   } else {
     float c[kW / 2], s[kW / 2];
     load_cos_sin<kIn>(r, position, kW / 2 * static_cast<int32_t>(unit.vec), c, s);
-#pragma unroll
-    for (int i = 0; i < kW / 2; ++i) {
-      const float even = v[2 * i];
-      v[2 * i] = rotate_value<kIn>(even, v[2 * i + 1], c[i], s[i], true, r.input_rounding);
-      v[2 * i + 1] = rotate_value<kIn>(v[2 * i + 1], even, c[i], s[i], false, r.input_rounding);
-    }
+    rotate_adjacent_pairs<kIn>(v, c, s, r.input_rounding);
   }
 }
 
