@@ -561,6 +561,7 @@ def test_store_paged_kv_rope_padded_replay_matches_reference(env, name):
         if query_out is not None:
             query_out.fill_(7.0)
         diagnostics.zero_()
+        n.fill_(real)
         expected = [t.clone() for t in tracked]
         q_expected = (query if query_out is None else query_out).clone()
         k_expected = key_out.clone()
