@@ -37,6 +37,8 @@ struct MlaPolicy {
 struct PagedKvPolicy {
   int32_t max_threads;        // a block's threads (<= kPagedKvMaxThreads)
   int32_t min_threads;        // a block's threads at least, at small n
+  int64_t two_vectors_rows;   // from this many rows the 16-byte kernel takes two vectors a
+                              // thread (twice the loads in flight under one guard); 0: never
 };
 
 // Values a lane of the quantizing kernels: 4 (fp8 index-K only) up to four_max_rows rows, 8 up to
@@ -60,7 +62,7 @@ inline constexpr StorePolicy kBlackwellPolicy{
     .index_k = {.block_threads = 512, .min_block_threads = 64, .spread_sms = 1},
     .mla = {.kv_warps_per_block = 8, .min_rows = 2, .two_per_sm_rows = 0,
             .fused_pdl_one_row = false},
-    .paged_kv = {.max_threads = 256, .min_threads = 64},
+    .paged_kv = {.max_threads = 256, .min_threads = 64, .two_vectors_rows = 2048},
     .values_per_lane = {.four_max_rows = 512, .eight_max_rows = 1024},
 };
 
@@ -69,7 +71,7 @@ inline constexpr StorePolicy kHopperPolicy{
     .index_k = {.block_threads = 256, .min_block_threads = 128, .spread_sms = 2},
     .mla = {.kv_warps_per_block = 8, .min_rows = 2, .two_per_sm_rows = 2,
             .fused_pdl_one_row = true},
-    .paged_kv = {.max_threads = 256, .min_threads = 64},
+    .paged_kv = {.max_threads = 256, .min_threads = 64, .two_vectors_rows = 2048},
     .values_per_lane = {.four_max_rows = 512, .eight_max_rows = 1024},
 };
 
@@ -78,7 +80,7 @@ inline constexpr StorePolicy kPortablePolicy{
     .index_k = {.block_threads = 256, .min_block_threads = 64, .spread_sms = 1},
     .mla = {.kv_warps_per_block = 4, .min_rows = 2, .two_per_sm_rows = 0,
             .fused_pdl_one_row = false},
-    .paged_kv = {.max_threads = 256, .min_threads = 64},
+    .paged_kv = {.max_threads = 256, .min_threads = 64, .two_vectors_rows = 2048},
     .values_per_lane = {.four_max_rows = 512, .eight_max_rows = 1024},
 };
 
@@ -135,6 +137,14 @@ inline MlaShape mla_shape(const StorePolicy& policy, int64_t num_tokens, int32_t
     return {p.two_per_sm_rows, 2};
   return {rows_per_block(num_tokens, p.min_rows, p.kv_warps_per_block / warps_per_row, sm_count),
           1};
+}
+
+// Whether the paged K/V 16-byte kernel takes two vectors a thread: a large batch with an even
+// number of vectors a row.
+inline bool paged_kv_two_vectors(const StorePolicy& policy, int64_t num_tokens,
+                                 int32_t vectors_per_token) {
+  const int64_t from = policy.paged_kv.two_vectors_rows;
+  return from > 0 && num_tokens >= from && vectors_per_token % 2 == 0;
 }
 
 // The paged K/V block: a row's vectors across x (a warp's worth at least, when there are that

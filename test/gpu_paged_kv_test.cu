@@ -241,14 +241,49 @@ TEST_F(PagedKvTest, LargestHeadDimAndHeadCount) {
   }
 }
 
-// Large batches take the same kernel with more row blocks: one check past 1024 rows.
-TEST_F(PagedKvTest, LargeBatch) {
-  KvShape s;
-  s.num_tokens = 3000;
-  s.cache_type = KvCacheType::kFp8E4m3;
-  s.scale_stride = 1;
-  KvCase c(s);
-  ASSERT_TRUE(run_step(c, 2900, true));
+// Large batches: from tuning's two_vectors_rows the 16-byte kernel takes two vectors a thread
+// (j and j + vecs / 2: K with V, K with K (K only, or Dk != Dv), V with V). vLLM's MLA rows
+// (Mla576) are kv_c 512 as K and k_pe 64 as V in one buffer. Each layout,
+// cache type, input type and slot type there, an odd batch, faults, PDL on and off.
+TEST_F(PagedKvTest, LargeBatchTwoVectorsAThread) {
+  struct Config {
+    KvLayout layout;
+    KvCacheType cache;
+    KvDataType input;
+    SlotType slots;
+    int32_t heads, k_dim, v_dim;
+    int64_t rows;
+  };
+  const Config configs[] = {
+      {KvLayout::kNhd, KvCacheType::kFp8E4m3, KvDataType::kBf16, SlotType::kInt64, 8, 128, 128, 3001},
+      {KvLayout::kHnd, KvCacheType::kAuto, KvDataType::kBf16, SlotType::kInt32, 8, 128, 128, 2048},
+      {KvLayout::kNhd, KvCacheType::kFp8E5m2, KvDataType::kFp16, SlotType::kPageTable, 8, 192, 128, 2500},
+      {KvLayout::kMla576, KvCacheType::kFp8E4m3, KvDataType::kBf16, SlotType::kInt32, 1, 576, 0, 2053},
+      {KvLayout::kMla576, KvCacheType::kAuto, KvDataType::kBf16, SlotType::kInt64, 1, 576, 0, 2053},
+      {KvLayout::kNhd, KvCacheType::kFp8E4m3, KvDataType::kBf16, SlotType::kInt64, 4, 128, 0, 2049},
+      {KvLayout::kStacked, KvCacheType::kFp8E4m3, KvDataType::kFp32, SlotType::kInt64, 4, 64, 64, 3001},
+      {KvLayout::kNhd, KvCacheType::kAuto, KvDataType::kFp32, SlotType::kPageTable, 2, 128, 64, 2049},
+  };
+  for (const Config& config : configs) {
+    for (bool pdl : {false, true}) {
+      KvShape s;
+      s.layout = config.layout;
+      s.cache_type = config.cache;
+      s.input_type = config.input;
+      s.slot_type = config.slots;
+      s.heads = config.heads;
+      s.k_dim = config.k_dim;
+      s.v_dim = config.v_dim;
+      s.num_tokens = config.rows;
+      s.scale_stride = pdl ? 1 : 0;
+      KvCase c(s);
+      const int32_t real = static_cast<int32_t>(config.rows) - (pdl ? 0 : 97);
+      ASSERT_TRUE(run_step(c, real, true, LaunchOptions{pdl}))
+          << kv_layout_name(config.layout) << " cache " << static_cast<int>(config.cache)
+          << " H " << config.heads << " Dk " << config.k_dim << " Dv " << config.v_dim << " rows "
+          << config.rows << (pdl ? " PDL" : "");
+    }
+  }
 }
 
 // ---- padded CUDA-graph replay: B = 32 captured, n = 0..32, padding 0 / stale / -1 ----------

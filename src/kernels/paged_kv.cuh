@@ -97,55 +97,93 @@ __device__ __forceinline__ void store_kv_vector(const KvSideArgs& side, const Bl
   }
 }
 
-// One thread's vector of kW values, from its row's guard to its store. kFast: the 16-byte
-// kernel (kW = 8; 16-byte loads; d contiguous, aligned: one store); else the general kernel's
-// (loads of kW values; a store per contiguous vector, or per value).
-// nvfp4 (kW = 16, kFast): one block a thread; its 8 code bytes and its scale byte (block_scales).
-template <int kW, bool kFast, typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
+// Where vector j of a row comes from and goes: its side (K for j < k_vecs), head and vector in
+// the head, its input and its scale.
+template <int kW, KvDataType kIn>
+struct KvVectorAt {
+  const KvSideArgs* side;
+  bool is_v;
+  uint32_t head;
+  uint32_t vec;
+  const KvElement<kIn>* src;
+  const float* scale_src;
+
+  KvVectorAt() = default;
+  __device__ __forceinline__ KvVectorAt(const PagedKvArgs& a, int64_t row, int32_t j) {
+    is_v = j >= a.k_vecs;
+    side = is_v ? &a.v : &a.k;
+    const uint32_t jj = static_cast<uint32_t>(is_v ? j - a.k_vecs : j);
+    head = side->vecs_per_head.div(jj);
+    vec = jj - head * side->vecs_per_head.divisor;
+    src = reinterpret_cast<const KvElement<kIn>*>(side->src) +
+          (row * side->token_stride + head * side->head_stride + kW * vec);
+    scale_src = side->scale + static_cast<int64_t>(head) * side->scale_stride;
+  }
+};
+
+// One thread's kVecs vectors of kW values of one row (vectors j and j + vecs_per_token / 2 when
+// kVecs = 2), from the row's guard to their stores: their loads all issue before the guard's
+// verdict, so a large batch keeps twice the bytes in flight a thread under one count, slot and
+// verdict. kFast: the 16-byte kernel (kW = 8; 16-byte loads; d contiguous, aligned: one store);
+// else the general kernel's (one vector; loads of kW values; a store per contiguous vector, or
+// per value). nvfp4 (kW = 16, kFast): one block a vector; its 8 code bytes and its scale byte.
+template <int kW, bool kFast, typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl,
+          int kVecs = 1>
 __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const PagedKvArgs& a,
                                                 const PageTableArgs& table,
                                                 const BlockScaleArgs& block_scales = {}) {
+  static_assert(kVecs == 1 || (kVecs == 2 && kFast), "two vectors a thread: the 16-byte kernel");
   using In = KvElement<kIn>;
   using Out = std::conditional_t<kCache == KvCacheType::kAuto, In, uint8_t>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const int32_t j = static_cast<int32_t>(blockIdx.y * blockDim.x + threadIdx.x);
-  if (row >= guard.num_tokens || j >= a.vecs_per_token) return;
-  const bool is_v = j >= a.k_vecs;
-  const KvSideArgs& side = is_v ? a.v : a.k;
-  const uint32_t jj = static_cast<uint32_t>(is_v ? j - a.k_vecs : j);
-  const uint32_t head = side.vecs_per_head.div(jj);
-  const uint32_t vec = jj - head * side.vecs_per_head.divisor;
-  const In* src = reinterpret_cast<const In*>(side.src) +
-                  (row * side.token_stride + head * side.head_stride + kW * vec);
-  const float* scale_src = side.scale + static_cast<int64_t>(head) * side.scale_stride;
+  const int32_t split = kVecs == 1 ? a.vecs_per_token : a.vecs_per_token / kVecs;
+  if (row >= guard.num_tokens || j >= split) return;
+  KvVectorAt<kW, kIn> at[kVecs] = {KvVectorAt<kW, kIn>(a, row, j)};
+  if constexpr (kVecs == 2) at[1] = KvVectorAt<kW, kIn>(a, row, j + split);
   GuardSources<SlotT> sources(guard, a.slots, table, row);
-  if constexpr (kCache == KvCacheType::kAuto) {
-    begin_row<kPdl>(guard, sources, src);
+  if constexpr (kVecs == 1) {
+    if constexpr (kCache == KvCacheType::kAuto) {
+      begin_row<kPdl>(guard, sources, at[0].src);
+    } else {
+      begin_row<kPdl>(guard, sources, at[0].src, at[0].scale_src);
+    }
+  } else if constexpr (kCache == KvCacheType::kAuto) {
+    begin_row<kPdl>(guard, sources, at[0].src, at[1].src);
   } else {
-    begin_row<kPdl>(guard, sources, src, scale_src);
+    begin_row<kPdl>(guard, sources, at[0].src, at[1].src, at[0].scale_src, at[1].scale_src);
   }
   constexpr int kLoads = (kW * static_cast<int>(sizeof(In)) + 15) / 16;  // 16-byte vectors
-  uint4 x[kLoads];
-  if constexpr (kFast) {
+  uint4 x[kVecs][kLoads];
 #pragma unroll
-    for (int i = 0; i < kLoads; ++i)
-      x[i] = load_global<kPdl>(reinterpret_cast<const uint4*>(src) + i);
-  } else {
-    load_bytes<kPdl, kW * sizeof(In)>(src, x);
+  for (int v = 0; v < kVecs; ++v) {
+    if constexpr (kFast) {
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i)
+        x[v][i] = load_global<kPdl>(reinterpret_cast<const uint4*>(at[v].src) + i);
+    } else {
+      load_bytes<kPdl, kW * sizeof(In)>(at[v].src, x[v]);
+    }
   }
-  float scale = 0.0f;
-  if constexpr (kCache != KvCacheType::kAuto) scale = load_global<kPdl>(scale_src);
+  float scale[kVecs] = {};
+  if constexpr (kCache != KvCacheType::kAuto) {
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) scale[v] = load_global<kPdl>(at[v].scale_src);
+  }
   const int64_t n = sources.template load_count<kPdl>(guard);
   const int64_t slot = sources.template load_slot<kPdl>(n);
   const PagePosition pos = position_of(a, slot);
   if (!row_is_stored(guard, a.slots, row, n, slot, pos.global_page, j == 0)) return;
   if constexpr (kFast) {
     static_assert(kCache != KvCacheType::kNvfp4 || kW == 16, "nvfp4: one 16-value block a thread");
-    store_kv_vector<kW, kCache, kIn>(side, is_v ? block_scales.v : block_scales.k, pos, head, vec,
-                                     x, scale);
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v)
+      store_kv_vector<kW, kCache, kIn>(*at[v].side, at[v].is_v ? block_scales.v : block_scales.k,
+                                       pos, at[v].head, at[v].vec, x[v], scale[v]);
   } else {
+    const KvVectorAt<kW, kIn>& one = at[0];
     In values[kW];
-    memcpy(values, x, sizeof values);
+    memcpy(values, x[0], sizeof values);
     Out out[kW];
     if constexpr (kCache == KvCacheType::kAuto) {
       memcpy(out, values, sizeof out);
@@ -153,13 +191,14 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
       float v[kW];
 #pragma unroll
       for (int i = 0; i < kW; ++i) v[i] = kv_value<kIn>(values[i]);
-      const Fp8Bytes<kW> q = kv_fp8<kCache>(v, scale);
+      const Fp8Bytes<kW> q = kv_fp8<kCache>(v, scale[0]);
       memcpy(out, &q, sizeof out);
     }
-    const KvDimArgs& dim = is_v ? a.v_dim : a.k_dim;
-    Out* base = reinterpret_cast<Out*>(side.cache) +
-                layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 0);
-    const int64_t d0 = static_cast<int64_t>(kW) * vec;
+    const KvDimArgs& dim = one.is_v ? a.v_dim : a.k_dim;
+    Out* base = reinterpret_cast<Out*>(one.side->cache) +
+                layout::kv_element_offset(one.side->cache_strides, pos.local_page, pos.in_page,
+                                          one.head, 0);
+    const int64_t d0 = static_cast<int64_t>(kW) * one.vec;
     if (dim.dim_stride == 1) {  // the launcher's width keeps a vector within one chunk
       store_bytes_aligned<kW * sizeof(Out)>(reinterpret_cast<uint8_t*>(base + dim_offset(dim, d0)),
                                             out);
@@ -170,10 +209,11 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
   }
 }
 
-template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
+// kVecs vectors a thread: 1 at decode sizes, 2 on large batches (tuning::paged_kv_vectors).
+template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl, int kVecs>
 __global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
 paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a, const PageTableArgs table) {
-  paged_kv_vector<8, true, SlotT, kCache, kIn, kPdl>(guard, a, table);
+  paged_kv_vector<8, true, SlotT, kCache, kIn, kPdl, kVecs>(guard, a, table);
 }
 
 template <typename SlotT, KvDataType kIn, bool kPdl>
