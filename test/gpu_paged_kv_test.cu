@@ -241,11 +241,11 @@ TEST_F(PagedKvTest, LargestHeadDimAndHeadCount) {
   }
 }
 
-// Large batches: from tuning's two_vectors_rows the 16-byte kernel takes two vectors a thread
-// (j and j + vecs / 2: K with V, K with K (K only, or Dk != Dv), V with V). vLLM's MLA rows
-// (Mla576) are kv_c 512 as K and k_pe 64 as V in one buffer. Each layout,
-// cache type, input type and slot type there, an odd batch, faults, PDL on and off.
-TEST_F(PagedKvTest, LargeBatchTwoVectorsAThread) {
+// Large batches: from tuning's wide_rows the 16-byte kernel takes four vectors a thread (j + v *
+// vecs / 4: K with V, K with K (K only, or Dk != Dv), V with V). vLLM's MLA rows (Mla576) are
+// kv_c 512 as K and k_pe 64 as V in one buffer. Each layout, cache type, input type and slot
+// type there, an odd batch, faults, PDL on and off.
+TEST_F(PagedKvTest, LargeBatchFourVectorsAThread) {
   struct Config {
     KvLayout layout;
     KvCacheType cache;

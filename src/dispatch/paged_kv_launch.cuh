@@ -133,13 +133,14 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
       width /= 2;
   }
   const kernels::PagedKvArgs args = paged_kv_args(p, width);
-  // The 16-byte kernel takes two vectors a thread (j and j + vecs / 2) on large batches.
-  const bool two_vectors = fast && !kNvfp4 &&
-                           tuning::paged_kv_two_vectors(arch.policy, p.batch.num_tokens,
-                                                        args.vecs_per_token);
+  // The 16-byte kernel takes four vectors a thread (j, j + vecs / 4, ...) on large batches.
+  const int32_t vectors = fast && !kNvfp4 ? tuning::paged_kv_vectors_per_thread(
+                                                arch.policy, p.batch.num_tokens,
+                                                args.vecs_per_token)
+                                          : 1;
   dim3 grid, block;
-  CACHESTORE_RETURN_IF_ERROR(paged_kv_grid(
-      p, arch, two_vectors ? args.vecs_per_token / 2 : args.vecs_per_token, &grid, &block));
+  CACHESTORE_RETURN_IF_ERROR(
+      paged_kv_grid(p, arch, args.vecs_per_token / vectors, &grid, &block));
   const bool pdl = use_pdl(p.launch, arch);
   const kernels::GuardArgs guard = guard_args(p.batch, pdl, grid, arch);
   const kernels::PageTableArgs table = page_table_args(p.slots, p.page_size);
@@ -152,9 +153,10 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
       return launch_store(kernels::paged_kv_nvfp4_kernel<SlotT, kIn, kPdl>, grid, block, stream,
                           pdl_constant, guard, args, table, block_scale_args(p));
     } else {
-      if (two_vectors)
-        return launch_store(kernels::paged_kv_kernel<SlotT, kCache, kIn, kPdl, 2>, grid, block,
-                            stream, pdl_constant, guard, args, table);
+      if (vectors == tuning::kPagedKvWideVectors)
+        return launch_store(
+            kernels::paged_kv_kernel<SlotT, kCache, kIn, kPdl, tuning::kPagedKvWideVectors>, grid,
+            block, stream, pdl_constant, guard, args, table);
       if (fast)
         return launch_store(kernels::paged_kv_kernel<SlotT, kCache, kIn, kPdl, 1>, grid, block,
                             stream, pdl_constant, guard, args, table);

@@ -121,26 +121,37 @@ struct KvVectorAt {
   }
 };
 
-// One thread's kVecs vectors of kW values of one row (vectors j and j + vecs_per_token / 2 when
-// kVecs = 2), from the row's guard to their stores: their loads all issue before the guard's
-// verdict, so a large batch keeps twice the bytes in flight a thread under one count, slot and
-// verdict. kFast: the 16-byte kernel (kW = 8; 16-byte loads; d contiguous, aligned: one store);
-// else the general kernel's (one vector; loads of kW values; a store per contiguous vector, or
-// per value). nvfp4 (kW = 16, kFast): one block a vector; its 8 code bytes and its scale byte.
+// begin_row's pinning of several vectors' addresses (found by argument-dependent lookup).
+template <int kW, KvDataType kIn, int kN>
+__device__ __forceinline__ void compute_before_wait(KvVectorAt<kW, kIn> (&at)[kN]) {
+#pragma unroll
+  for (int v = 0; v < kN; ++v) {
+    compute_before_wait(at[v].src);
+    compute_before_wait(at[v].scale_src);
+  }
+}
+
+// One thread's kVecs vectors of kW values of one row (vectors j + v * vecs_per_token / kVecs),
+// from the row's guard to their stores: their loads all issue before the guard's verdict, so a
+// large batch keeps kVecs times the bytes in flight a thread under one count, slot and verdict.
+// kFast: the 16-byte kernel (kW = 8; 16-byte loads; d contiguous, aligned: one store); else the
+// general kernel's (one vector; loads of kW values; a store per contiguous vector, or per
+// value). nvfp4 (kW = 16, kFast): one block a vector; its 8 code bytes and its scale byte.
 template <int kW, bool kFast, typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl,
           int kVecs = 1>
 __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const PagedKvArgs& a,
                                                 const PageTableArgs& table,
                                                 const BlockScaleArgs& block_scales = {}) {
-  static_assert(kVecs == 1 || (kVecs == 2 && kFast), "two vectors a thread: the 16-byte kernel");
+  static_assert(kVecs == 1 || kFast, "several vectors a thread: the 16-byte kernel");
   using In = KvElement<kIn>;
   using Out = std::conditional_t<kCache == KvCacheType::kAuto, In, uint8_t>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const int32_t j = static_cast<int32_t>(blockIdx.y * blockDim.x + threadIdx.x);
   const int32_t split = kVecs == 1 ? a.vecs_per_token : a.vecs_per_token / kVecs;
   if (row >= guard.num_tokens || j >= split) return;
-  KvVectorAt<kW, kIn> at[kVecs] = {KvVectorAt<kW, kIn>(a, row, j)};
-  if constexpr (kVecs == 2) at[1] = KvVectorAt<kW, kIn>(a, row, j + split);
+  KvVectorAt<kW, kIn> at[kVecs];
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) at[v] = KvVectorAt<kW, kIn>(a, row, j + v * split);
   GuardSources<SlotT> sources(guard, a.slots, table, row);
   if constexpr (kVecs == 1) {
     if constexpr (kCache == KvCacheType::kAuto) {
@@ -148,10 +159,8 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
     } else {
       begin_row<kPdl>(guard, sources, at[0].src, at[0].scale_src);
     }
-  } else if constexpr (kCache == KvCacheType::kAuto) {
-    begin_row<kPdl>(guard, sources, at[0].src, at[1].src);
   } else {
-    begin_row<kPdl>(guard, sources, at[0].src, at[1].src, at[0].scale_src, at[1].scale_src);
+    begin_row<kPdl>(guard, sources, at);
   }
   constexpr int kLoads = (kW * static_cast<int>(sizeof(In)) + 15) / 16;  // 16-byte vectors
   uint4 x[kVecs][kLoads];
@@ -209,7 +218,7 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
   }
 }
 
-// kVecs vectors a thread: 1 at decode sizes, 2 on large batches (tuning::paged_kv_vectors).
+// kVecs vectors a thread: 1 at decode sizes, tuning::kPagedKvWideVectors on large batches.
 template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl, int kVecs>
 __global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
 paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a, const PageTableArgs table) {
