@@ -1,6 +1,8 @@
 #include "arch.h"
 
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "detail/status.h"
 
@@ -49,6 +51,11 @@ Status probe(int device, ArchInfo* out) {
   }
   // griddepcontrol is compiled in only for images built for compute_90 and newer.
   out->pdl = attributes.ptxVersion >= 90;
+  if (const char* spec = std::getenv("CACHESTORE_TUNING")) {
+    const std::string error = tuning::apply_overrides(spec, &out->policy);
+    if (!error.empty())
+      return fail(Status::kErrorInvalidArgument, "CACHESTORE_TUNING: %s", error.c_str());
+  }
   return Status::kSuccess;
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 namespace cachestore::tuning {
 
@@ -96,6 +98,46 @@ static_assert(kHopperPolicy.index_k.block_threads <= kMaxBlockThreads &&
                   kBlackwellPolicy.index_k.block_threads <= kMaxBlockThreads &&
                   kPortablePolicy.index_k.block_threads <= kMaxBlockThreads,
               "blocks fit the kernels' launch bounds");
+
+// ---- overrides -------------------------------------------------------------------------------
+// CACHESTORE_TUNING="field=value[,field=value...]" replaces fields of the device's policy, read
+// once per device at its first store (arch.cu): the shapes the policy chooses between can be
+// timed and tested without a rebuild. The fields whose every value is a valid policy:
+//   paged_kv.wide_rows            rows from which the 16-byte paged K/V kernel takes
+//                                 kPagedKvWideVectors vectors a thread (0: never; 1: always)
+//   values_per_lane.four_max_rows, values_per_lane.eight_max_rows
+// Returns "" or what is wrong with `spec`, naming the field.
+inline std::string apply_overrides(const char* spec, StorePolicy* policy) {
+  struct Field {
+    const char* name;
+    int64_t* value;
+  };
+  const Field fields[] = {
+      {"paged_kv.wide_rows", &policy->paged_kv.wide_rows},
+      {"values_per_lane.four_max_rows", &policy->values_per_lane.four_max_rows},
+      {"values_per_lane.eight_max_rows", &policy->values_per_lane.eight_max_rows},
+  };
+  std::string rest = spec;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string item = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    const size_t eq = item.find('=');
+    const std::string name = item.substr(0, eq);
+    const Field* field = nullptr;
+    for (const Field& f : fields)
+      if (name == f.name) field = &f;
+    if (field == nullptr) return "'" + name + "' is not a field that can be set";
+    if (eq == std::string::npos) return "'" + name + "' has no value (field=value)";
+    const std::string text = item.substr(eq + 1);
+    char* end = nullptr;
+    const long long value = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || value < 0)
+      return name + " = '" + text + "': must be a whole number >= 0";
+    *field->value = value;
+  }
+  return "";
+}
 
 // ---- shape rules -----------------------------------------------------------------------------
 // Rows per block for `rows` rows: a small batch is spread over the SMs (one SM works through a
