@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <mutex>
-#include <string>
 
 #include "detail/status.h"
 
@@ -52,9 +51,9 @@ Status probe(int device, ArchInfo* out) {
   // griddepcontrol is compiled in only for images built for compute_90 and newer.
   out->pdl = attributes.ptxVersion >= 90;
   if (const char* spec = std::getenv("CACHESTORE_TUNING")) {
-    const std::string error = tuning::apply_overrides(spec, &out->policy);
-    if (!error.empty())
-      return fail(Status::kErrorInvalidArgument, "CACHESTORE_TUNING: %s", error.c_str());
+    char error[160];
+    if (!tuning::apply_overrides(spec, &out->policy, error, sizeof error))
+      return fail(Status::kErrorInvalidArgument, "CACHESTORE_TUNING: %s", error);
   }
   return Status::kSuccess;
 }

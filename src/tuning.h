@@ -3,9 +3,11 @@
 // (launch.cuh, dispatch/) hold the mechanism only. docs/design.md says how the values were found.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
-#include <string>
+#include <cstring>
 
 namespace cachestore::tuning {
 
@@ -106,8 +108,10 @@ static_assert(kHopperPolicy.index_k.block_threads <= kMaxBlockThreads &&
 //   paged_kv.wide_rows            rows from which the 16-byte paged K/V kernel takes
 //                                 kPagedKvWideVectors vectors a thread (0: never; 1: always)
 //   values_per_lane.four_max_rows, values_per_lane.eight_max_rows
-// Returns "" or what is wrong with `spec`, naming the field.
-inline std::string apply_overrides(const char* spec, StorePolicy* policy) {
+// Returns true, or false with what is wrong with `spec` (naming the field) in `error`. Plain C
+// strings: a std::string here would put a libstdc++ template in the shared library's exports.
+inline bool apply_overrides(const char* spec, StorePolicy* policy, char* error,
+                            size_t error_size) {
   struct Field {
     const char* name;
     int64_t* value;
@@ -117,26 +121,38 @@ inline std::string apply_overrides(const char* spec, StorePolicy* policy) {
       {"values_per_lane.four_max_rows", &policy->values_per_lane.four_max_rows},
       {"values_per_lane.eight_max_rows", &policy->values_per_lane.eight_max_rows},
   };
-  std::string rest = spec;
-  while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    const std::string item = rest.substr(0, comma);
-    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
-    const size_t eq = item.find('=');
-    const std::string name = item.substr(0, eq);
+  const char* item = spec;
+  while (*item != '\0') {
+    const char* end = std::strchr(item, ',');
+    if (end == nullptr) end = item + std::strlen(item);
+    const char* eq = static_cast<const char*>(std::memchr(item, '=', end - item));
+    const char* name_end = eq != nullptr ? eq : end;
+    const int name_length = static_cast<int>(name_end - item);
     const Field* field = nullptr;
     for (const Field& f : fields)
-      if (name == f.name) field = &f;
-    if (field == nullptr) return "'" + name + "' is not a field that can be set";
-    if (eq == std::string::npos) return "'" + name + "' has no value (field=value)";
-    const std::string text = item.substr(eq + 1);
-    char* end = nullptr;
-    const long long value = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || value < 0)
-      return name + " = '" + text + "': must be a whole number >= 0";
+      if (std::strlen(f.name) == static_cast<size_t>(name_length) &&
+          std::strncmp(f.name, item, name_length) == 0)
+        field = &f;
+    if (field == nullptr) {
+      std::snprintf(error, error_size, "'%.*s' is not a field that can be set", name_length, item);
+      return false;
+    }
+    if (eq == nullptr) {
+      std::snprintf(error, error_size, "'%s' has no value (field=value)", field->name);
+      return false;
+    }
+    const int text_length = static_cast<int>(end - eq - 1);
+    char* parsed = nullptr;
+    const long long value = std::strtoll(eq + 1, &parsed, 10);
+    if (text_length == 0 || parsed != end || value < 0) {
+      std::snprintf(error, error_size, "%s = '%.*s': must be a whole number >= 0", field->name,
+                    text_length, eq + 1);
+      return false;
+    }
     *field->value = value;
+    item = *end == ',' ? end + 1 : end;
   }
-  return "";
+  return true;
 }
 
 // ---- shape rules -----------------------------------------------------------------------------

@@ -439,31 +439,36 @@ TEST(Status, StringsAndVersion) {
 }
 
 // CACHESTORE_TUNING's fields over a policy, and what a wrong one is told.
+std::string override_error(const char* spec, tuning::StorePolicy* p) {
+  char error[160] = "";
+  return tuning::apply_overrides(spec, p, error, sizeof error) ? "" : error;
+}
+
 TEST(TuningOverrides, FieldsSetAndRefusals) {
   tuning::StorePolicy p = tuning::kHopperPolicy;
-  EXPECT_EQ(tuning::apply_overrides("", &p), "");
+  EXPECT_EQ(override_error("", &p), "");
   EXPECT_EQ(p.paged_kv.wide_rows, tuning::kHopperPolicy.paged_kv.wide_rows);
-  EXPECT_EQ(tuning::apply_overrides("paged_kv.wide_rows=1,values_per_lane.eight_max_rows=77", &p),
-            "");
+  EXPECT_EQ(override_error("paged_kv.wide_rows=1,values_per_lane.eight_max_rows=77", &p), "");
   EXPECT_EQ(p.paged_kv.wide_rows, 1);
   EXPECT_EQ(p.values_per_lane.eight_max_rows, 77);
   EXPECT_EQ(p.values_per_lane.four_max_rows, tuning::kHopperPolicy.values_per_lane.four_max_rows);
   EXPECT_EQ(tuning::paged_kv_vectors_per_thread(p, 1, 256), tuning::kPagedKvWideVectors);
   EXPECT_EQ(tuning::paged_kv_vectors_per_thread(p, 1, 258), 1);  // 4 does not divide the row
-  EXPECT_EQ(tuning::apply_overrides("paged_kv.wide_rows=0", &p), "");
+  EXPECT_EQ(override_error("paged_kv.wide_rows=0,", &p), "");
   EXPECT_EQ(tuning::paged_kv_vectors_per_thread(p, 1 << 20, 256), 1);
 
   const tuning::StorePolicy before = p;
-  EXPECT_EQ(tuning::apply_overrides("paged_kv.max_threads=64", &p),
+  EXPECT_EQ(override_error("paged_kv.max_threads=64", &p),
             "'paged_kv.max_threads' is not a field that can be set");
-  EXPECT_EQ(tuning::apply_overrides("paged_kv.wide_rows", &p),
+  EXPECT_EQ(override_error("paged_kv.wide_rows", &p),
             "'paged_kv.wide_rows' has no value (field=value)");
-  EXPECT_EQ(tuning::apply_overrides("paged_kv.wide_rows=-1", &p),
+  EXPECT_EQ(override_error("paged_kv.wide_rows=-1", &p),
             "paged_kv.wide_rows = '-1': must be a whole number >= 0");
-  EXPECT_EQ(tuning::apply_overrides("paged_kv.wide_rows=12k", &p),
+  EXPECT_EQ(override_error("paged_kv.wide_rows=12k,values_per_lane.four_max_rows=3", &p),
             "paged_kv.wide_rows = '12k': must be a whole number >= 0");
-  EXPECT_EQ(tuning::apply_overrides("paged_kv.wide_rows=", &p),
+  EXPECT_EQ(override_error("paged_kv.wide_rows=", &p),
             "paged_kv.wide_rows = '': must be a whole number >= 0");
+  EXPECT_EQ(override_error(",", &p), "'' is not a field that can be set");
   EXPECT_EQ(p.paged_kv.wide_rows, before.paged_kv.wide_rows);
 }
 
