@@ -56,22 +56,38 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
   CACHESTORE_RETURN_IF_ERROR(grid_for_rows(p.batch.num_tokens, rows, &grid));
   const dim3 block(32, rows * kWarpsPerRow + index_warps);
   kernels::MlaRopeArgs rope{};
+  // Q heads a thread of the rotating kernels (tuning::mla_rope_q_heads): a row's threads are its
+  // units over groups of that many heads.
+  const int32_t q_heads =
+      kRope ? tuning::mla_rope_q_heads(arch.policy, p.batch.num_tokens,
+                                       p.rotary.num_query_heads)
+            : 1;
   if constexpr (kRope) {
     rope = mla_rope_args(p);
-    // Q's units of a block's rows over blocks of the same shape after the row blocks.
-    const int64_t q_units = static_cast<int64_t>(rows) * p.rotary.num_query_heads *
-                            static_cast<int64_t>(rope.q_units_per_head.divisor);
+    if (q_heads > 1)
+      rope.q_units_per_row = kernels::FastDivmod::make(rope.q_units_per_row.divisor / q_heads);
+    // Q's threads of a block's rows over blocks of the same shape after the row blocks.
+    const int64_t q_threads = static_cast<int64_t>(rows) * p.rotary.num_query_heads / q_heads *
+                              static_cast<int64_t>(rope.q_units_per_head.divisor);
     const int64_t threads = static_cast<int64_t>(block.x) * block.y;
-    grid.y = static_cast<uint32_t>(1 + (q_units + threads - 1) / threads);
+    grid.y = static_cast<uint32_t>(1 + (q_threads + threads - 1) / threads);
   }
   kernels::GuardArgs guard = guard_args(p.batch, pdl, grid, arch, shape.blocks_per_sm);
   guard.rows_per_block = rows;
+  const auto with_q_heads = [&](auto&& f) {
+    if (q_heads == tuning::kMlaRopeWideQHeads)
+      return f(std::integral_constant<int, tuning::kMlaRopeWideQHeads>{});
+    return f(std::integral_constant<int, 1>{});
+  };
   return with_pdl(pdl, [&](auto pdl_constant) {
     constexpr bool kPdl = decltype(pdl_constant)::value;
     if (p.index_k == nullptr) {
       if constexpr (kRope)
-        return launch_store(kernels::mla_rope_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl>,
-                            grid, block, stream, pdl_constant, guard, kv, kv_table, rope);
+        return with_q_heads([&](auto heads) {
+          return launch_store(kernels::mla_rope_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl,
+                                                             decltype(heads)::value>,
+                              grid, block, stream, pdl_constant, guard, kv, kv_table, rope);
+        });
       else
         return launch_store(kernels::mla_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl>, grid,
                             block, stream, pdl_constant, guard, kv, kv_table);
@@ -88,10 +104,13 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
       constexpr int kDim = decltype(dim)::value;
       const kernels::PageTableArgs index_table = page_table_args(p.index_slots, index_page_size(p));
       if constexpr (kRope)
-        return launch_store(kernels::fused_rope_store_kernel<kLayout, kKvRule, kIndex, SlotT, kN,
-                                                             kPdl, kDim>,
-                            grid, block, stream, pdl_constant, guard, kv, index, kv_table,
-                            index_table, rope);
+        return with_q_heads([&](auto heads) {
+          return launch_store(kernels::fused_rope_store_kernel<kLayout, kKvRule, kIndex, SlotT,
+                                                               kN, kPdl, kDim,
+                                                               decltype(heads)::value>,
+                              grid, block, stream, pdl_constant, guard, kv, index, kv_table,
+                              index_table, rope);
+        });
       else
         return launch_store(kernels::fused_store_kernel<kLayout, kKvRule, kIndex, SlotT, kN,
                                                         kPdl, kDim>,
