@@ -210,23 +210,25 @@ inline MlaShape mla_shape(const StorePolicy& policy, int64_t num_tokens, int32_t
           1};
 }
 
-// Vectors a thread of the paged K/V 16-byte kernel for a batch: kPagedKvWideVectors on a large
-// batch whose rows they divide, else 1.
-inline int32_t paged_kv_vectors_per_thread(const StorePolicy& policy, int64_t num_tokens,
-                                           int32_t vectors_per_token) {
-  const int64_t from = policy.paged_kv.wide_rows;
-  const bool wide = from > 0 && num_tokens >= from && vectors_per_token % kPagedKvWideVectors == 0;
-  return wide ? kPagedKvWideVectors : 1;
+// A kernel's wide form (`wide` units of work a thread in place of 1) for a batch: from the
+// policy's `from_rows` rows (0: never), where `wide` divides the `units` it splits.
+inline int32_t wide_form(int64_t from_rows, int64_t num_tokens, int32_t units, int32_t wide) {
+  return from_rows > 0 && num_tokens >= from_rows && units > 0 && units % wide == 0 ? wide : 1;
 }
 
-// Q heads a thread of the rotating MLA kernels for a batch: kMlaRopeWideQHeads from
-// mla.rope_wide_q_rows rows where they divide the heads, else 1.
+// Vectors a thread of the paged K/V 16-byte kernel (a row's vectors split kPagedKvWideVectors
+// ways).
+inline int32_t paged_kv_vectors_per_thread(const StorePolicy& policy, int64_t num_tokens,
+                                           int32_t vectors_per_token) {
+  return wide_form(policy.paged_kv.wide_rows, num_tokens, vectors_per_token,
+                   kPagedKvWideVectors);
+}
+
+// Q heads a thread of the rotating MLA kernels (the heads in groups of kMlaRopeWideQHeads).
 inline int32_t mla_rope_q_heads(const StorePolicy& policy, int64_t num_tokens,
                                 int32_t num_query_heads) {
-  const int64_t from = policy.mla.rope_wide_q_rows;
-  const bool wide = from > 0 && num_tokens >= from && num_query_heads > 0 &&
-                    num_query_heads % kMlaRopeWideQHeads == 0;
-  return wide ? kMlaRopeWideQHeads : 1;
+  return wide_form(policy.mla.rope_wide_q_rows, num_tokens, num_query_heads,
+                   kMlaRopeWideQHeads);
 }
 
 // The paged K/V block: a row's vectors across x (a warp's worth at least, when there are that

@@ -246,42 +246,28 @@ TEST_F(PagedKvTest, LargestHeadDimAndHeadCount) {
 // kv_c 512 as K and k_pe 64 as V in one buffer. Each layout, cache type, input type and slot
 // type there, an odd batch, faults, PDL on and off.
 TEST_F(PagedKvTest, LargeBatchFourVectorsAThread) {
-  struct Config {
-    KvLayout layout;
-    KvCacheType cache;
-    KvDataType input;
-    SlotType slots;
-    int32_t heads, k_dim, v_dim;
-    int64_t rows;
+  // KvShape's leading fields: layout, cache type, input type, rows, P, H, Dk, Dv.
+  const std::pair<KvShape, SlotType> configs[] = {
+      {{KvLayout::kNhd, KvCacheType::kFp8E4m3, KvDataType::kBf16, 3001, 16, 8, 128, 128}, SlotType::kInt64},
+      {{KvLayout::kHnd, KvCacheType::kAuto, KvDataType::kBf16, 2048, 16, 8, 128, 128}, SlotType::kInt32},
+      {{KvLayout::kNhd, KvCacheType::kFp8E5m2, KvDataType::kFp16, 2500, 16, 8, 192, 128}, SlotType::kPageTable},
+      {{KvLayout::kMla576, KvCacheType::kFp8E4m3, KvDataType::kBf16, 2053, 16, 1, 576, 0}, SlotType::kInt32},
+      {{KvLayout::kMla576, KvCacheType::kAuto, KvDataType::kBf16, 2053, 16, 1, 576, 0}, SlotType::kInt64},
+      {{KvLayout::kNhd, KvCacheType::kFp8E4m3, KvDataType::kBf16, 2049, 16, 4, 128, 0}, SlotType::kInt64},
+      {{KvLayout::kStacked, KvCacheType::kFp8E4m3, KvDataType::kFp32, 3001, 16, 4, 64, 64}, SlotType::kInt64},
+      {{KvLayout::kNhd, KvCacheType::kAuto, KvDataType::kFp32, 2049, 16, 2, 128, 64}, SlotType::kPageTable},
   };
-  const Config configs[] = {
-      {KvLayout::kNhd, KvCacheType::kFp8E4m3, KvDataType::kBf16, SlotType::kInt64, 8, 128, 128, 3001},
-      {KvLayout::kHnd, KvCacheType::kAuto, KvDataType::kBf16, SlotType::kInt32, 8, 128, 128, 2048},
-      {KvLayout::kNhd, KvCacheType::kFp8E5m2, KvDataType::kFp16, SlotType::kPageTable, 8, 192, 128, 2500},
-      {KvLayout::kMla576, KvCacheType::kFp8E4m3, KvDataType::kBf16, SlotType::kInt32, 1, 576, 0, 2053},
-      {KvLayout::kMla576, KvCacheType::kAuto, KvDataType::kBf16, SlotType::kInt64, 1, 576, 0, 2053},
-      {KvLayout::kNhd, KvCacheType::kFp8E4m3, KvDataType::kBf16, SlotType::kInt64, 4, 128, 0, 2049},
-      {KvLayout::kStacked, KvCacheType::kFp8E4m3, KvDataType::kFp32, SlotType::kInt64, 4, 64, 64, 3001},
-      {KvLayout::kNhd, KvCacheType::kAuto, KvDataType::kFp32, SlotType::kPageTable, 2, 128, 64, 2049},
-  };
-  for (const Config& config : configs) {
+  for (const auto& [shape, slots] : configs) {
     for (bool pdl : {false, true}) {
-      KvShape s;
-      s.layout = config.layout;
-      s.cache_type = config.cache;
-      s.input_type = config.input;
-      s.slot_type = config.slots;
-      s.heads = config.heads;
-      s.k_dim = config.k_dim;
-      s.v_dim = config.v_dim;
-      s.num_tokens = config.rows;
+      KvShape s = shape;
+      s.slot_type = slots;
       s.scale_stride = pdl ? 1 : 0;
       KvCase c(s);
-      const int32_t real = static_cast<int32_t>(config.rows) - (pdl ? 0 : 97);
+      const int32_t real = static_cast<int32_t>(s.num_tokens) - (pdl ? 0 : 97);
       ASSERT_TRUE(run_step(c, real, true, LaunchOptions{pdl}))
-          << kv_layout_name(config.layout) << " cache " << static_cast<int>(config.cache)
-          << " H " << config.heads << " Dk " << config.k_dim << " Dv " << config.v_dim << " rows "
-          << config.rows << (pdl ? " PDL" : "");
+          << kv_layout_name(s.layout) << " cache " << static_cast<int>(s.cache_type) << " H "
+          << s.heads << " Dk " << s.k_dim << " Dv " << s.v_dim << " rows " << s.num_tokens
+          << (pdl ? " PDL" : "");
     }
   }
 }

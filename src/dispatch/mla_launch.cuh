@@ -22,8 +22,9 @@ inline int32_t index_page_size(const FusedStoreParams& p) {
 }
 
 // The rotation of a rotating store (p.rotary.positions set): the rows' RoPE parts (64 bf16) and
-// Q's, 8 values a unit, a NeoX unit being a pair of vectors 32 values apart.
-inline kernels::MlaRopeArgs mla_rope_args(const FusedStoreParams& p) {
+// Q's, 8 values a unit, a NeoX unit being a pair of vectors 32 values apart; a Q thread takes one
+// unit in q_heads heads, so a row has num_query_heads / q_heads threads a unit.
+inline kernels::MlaRopeArgs mla_rope_args(const FusedStoreParams& p, int32_t q_heads) {
   const RotaryEmbedding& r = p.rotary;
   constexpr int32_t kW = 8;
   constexpr int32_t kHalf = layout::kRopeDim / 2;
@@ -33,7 +34,7 @@ inline kernels::MlaRopeArgs mla_rope_args(const FusedStoreParams& p) {
   // One head: key_out's head stride is unread.
   const kernels::RopeArgs rope =
       rope_args(r, pair_units, neox ? pair_units : layout::kRopeDim / kW, 0);
-  const uint32_t per_row = static_cast<uint32_t>(r.num_query_heads * units_per_head);
+  const uint32_t per_row = static_cast<uint32_t>(r.num_query_heads / q_heads * units_per_head);
   return {rope, kernels::FastDivmod::make(per_row == 0 ? 1 : per_row),
           kernels::FastDivmod::make(static_cast<uint32_t>(units_per_head))};
 }
@@ -63,9 +64,7 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
                                        p.rotary.num_query_heads)
             : 1;
   if constexpr (kRope) {
-    rope = mla_rope_args(p);
-    if (q_heads > 1)
-      rope.q_units_per_row = kernels::FastDivmod::make(rope.q_units_per_row.divisor / q_heads);
+    rope = mla_rope_args(p, q_heads);
     // Q's threads of a block's rows over blocks of the same shape after the row blocks.
     const int64_t q_threads = static_cast<int64_t>(rows) * p.rotary.num_query_heads / q_heads *
                               static_cast<int64_t>(rope.q_units_per_head.divisor);

@@ -98,8 +98,8 @@ __device__ __forceinline__ void store_kv_vector(const KvSideArgs& side, const Bl
 }
 
 // Where vector j of a row comes from and goes: its side (K for j < k_vecs), head and vector in
-// the head, its input and its scale.
-template <int kW, KvDataType kIn>
+// the head, its input and (kScaled: fp8 and nvfp4 caches) its scale.
+template <int kW, KvDataType kIn, bool kScaled>
 struct KvVectorAt {
   const KvSideArgs* side;
   bool is_v;
@@ -121,13 +121,14 @@ struct KvVectorAt {
   }
 };
 
-// begin_row's pinning of several vectors' addresses (found by argument-dependent lookup).
-template <int kW, KvDataType kIn, int kN>
-__device__ __forceinline__ void compute_before_wait(KvVectorAt<kW, kIn> (&at)[kN]) {
+// begin_row's pinning of a thread's vectors: the addresses it loads (found by argument-dependent
+// lookup).
+template <int kW, KvDataType kIn, bool kScaled, int kN>
+__device__ __forceinline__ void compute_before_wait(KvVectorAt<kW, kIn, kScaled> (&at)[kN]) {
 #pragma unroll
   for (int v = 0; v < kN; ++v) {
     compute_before_wait(at[v].src);
-    compute_before_wait(at[v].scale_src);
+    if constexpr (kScaled) compute_before_wait(at[v].scale_src);
   }
 }
 
@@ -149,19 +150,12 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
   const int32_t j = static_cast<int32_t>(blockIdx.y * blockDim.x + threadIdx.x);
   const int32_t split = kVecs == 1 ? a.vecs_per_token : a.vecs_per_token / kVecs;
   if (row >= guard.num_tokens || j >= split) return;
-  KvVectorAt<kW, kIn> at[kVecs];
+  using VectorAt = KvVectorAt<kW, kIn, kCache != KvCacheType::kAuto>;
+  VectorAt at[kVecs];
 #pragma unroll
-  for (int v = 0; v < kVecs; ++v) at[v] = KvVectorAt<kW, kIn>(a, row, j + v * split);
+  for (int v = 0; v < kVecs; ++v) at[v] = VectorAt(a, row, j + v * split);
   GuardSources<SlotT> sources(guard, a.slots, table, row);
-  if constexpr (kVecs == 1) {
-    if constexpr (kCache == KvCacheType::kAuto) {
-      begin_row<kPdl>(guard, sources, at[0].src);
-    } else {
-      begin_row<kPdl>(guard, sources, at[0].src, at[0].scale_src);
-    }
-  } else {
-    begin_row<kPdl>(guard, sources, at);
-  }
+  begin_row<kPdl>(guard, sources, at);
   constexpr int kLoads = (kW * static_cast<int>(sizeof(In)) + 15) / 16;  // 16-byte vectors
   uint4 x[kVecs][kLoads];
 #pragma unroll
@@ -190,7 +184,7 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
       store_kv_vector<kW, kCache, kIn>(*at[v].side, at[v].is_v ? block_scales.v : block_scales.k,
                                        pos, at[v].head, at[v].vec, x[v], scale[v]);
   } else {
-    const KvVectorAt<kW, kIn>& one = at[0];
+    const VectorAt& one = at[0];
     In values[kW];
     memcpy(values, x[0], sizeof values);
     Out out[kW];
