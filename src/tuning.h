@@ -232,14 +232,20 @@ inline int32_t mla_rope_q_heads(const StorePolicy& policy, int64_t num_tokens,
 }
 
 // The paged K/V block: a row's vectors across x (a warp's worth at least, when there are that
-// many), rows across y.
+// many), rows across y. `packed` (the wide form, large batches only): a row takes exactly its
+// vectors and the block as many whole rows as fit, so that a warp may hold the end of one row
+// and the start of the next and no lane idles (vLLM's 576-wide MLA rows: 18 threads a row, 14
+// rows, where a power of two would leave 14 of every 32 lanes idle).
 struct PagedKvShape {
   int32_t vectors_per_block_row;  // blockDim.x
   int32_t rows_per_block;         // blockDim.y
 };
 inline PagedKvShape paged_kv_shape(const StorePolicy& policy, int64_t num_tokens,
-                                   int32_t vectors_per_token, int32_t sm_count) {
+                                   int32_t vectors_per_token, int32_t sm_count,
+                                   bool packed = false) {
   const PagedKvPolicy& p = policy.paged_kv;
+  if (packed && vectors_per_token <= p.max_threads)
+    return {vectors_per_token, p.max_threads / vectors_per_token};
   int32_t bx = 1;
   while (bx < vectors_per_token && bx < 32) bx *= 2;
   if (vectors_per_token > 32) {

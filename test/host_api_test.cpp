@@ -2,6 +2,7 @@
 // and a message naming it, before anything is launched (the pointers here are never valid
 // device memory; a check that let a call through would fail differently).
 #include <functional>
+#include <utility>
 #include <string>
 
 #include "cachestore/cachestore.h"
@@ -436,6 +437,31 @@ TEST(Status, StringsAndVersion) {
   EXPECT_STREQ(status_string(static_cast<Status>(99)), "kUnknownStatus");
   EXPECT_EQ(version(), CACHESTORE_VERSION_MAJOR * 10000 + CACHESTORE_VERSION_MINOR * 100 +
                            CACHESTORE_VERSION_PATCH);
+}
+
+// The paged K/V block shapes: a power of two (or whole warps) of a row's vectors at decode sizes;
+// packed (the wide form) exactly a row's vectors and as many rows as fit, so no lane idles.
+TEST(PagedKvShape, PackedRowsFillTheBlock) {
+  const tuning::StorePolicy& p = tuning::kHopperPolicy;
+  const auto shape = [&](int64_t rows, int32_t vectors, bool packed) {
+    const tuning::PagedKvShape s = tuning::paged_kv_shape(p, rows, vectors, 132, packed);
+    return std::make_pair(s.vectors_per_block_row, s.rows_per_block);
+  };
+  EXPECT_EQ(shape(1, 18, false), std::make_pair(32, 2));
+  EXPECT_EQ(shape(1, 72, false), std::make_pair(96, 1));
+  EXPECT_EQ(shape(1 << 18, 18, false), std::make_pair(32, 8));  // 14 of 32 lanes idle
+  EXPECT_EQ(shape(1 << 18, 18, true), std::make_pair(18, 14));  // vLLM's MLA rows, four a thread
+  EXPECT_EQ(shape(1 << 18, 64, true), shape(1 << 18, 64, false));  // H = 8, D = 128: unchanged
+  EXPECT_EQ(shape(1 << 18, 48, true), std::make_pair(48, 5));
+  EXPECT_EQ(shape(1 << 18, 256, true), std::make_pair(256, 1));
+  EXPECT_EQ(shape(1 << 18, 300, true), shape(1 << 18, 300, false));  // wider than a block
+  for (int32_t vectors = 1; vectors <= 1024; ++vectors) {
+    const auto [bx, by] = shape(1 << 18, vectors, true);
+    EXPECT_LE(bx * by, tuning::kPagedKvMaxThreads) << vectors;
+    EXPECT_GE(bx * by, vectors <= p.paged_kv.max_threads ? p.paged_kv.max_threads - vectors + 1
+                                                         : p.paged_kv.max_threads)
+        << vectors;
+  }
 }
 
 // CACHESTORE_TUNING's fields over a policy, and what a wrong one is told.

@@ -80,11 +80,11 @@ inline kernels::PagedKvArgs paged_kv_args(const PagedKvParams& p, int32_t width)
           0};
 }
 
-// The grid and block of `vecs` threads a row, from the policy.
+// The grid and block of `vecs` threads a row, from the policy (`packed`: tuning::paged_kv_shape).
 inline Status paged_kv_grid(const PagedKvParams& p, const ArchInfo& arch, int32_t vecs,
-                            dim3* grid, dim3* block) {
+                            dim3* grid, dim3* block, bool packed = false) {
   const tuning::PagedKvShape shape =
-      tuning::paged_kv_shape(arch.policy, p.batch.num_tokens, vecs, arch.sm_count);
+      tuning::paged_kv_shape(arch.policy, p.batch.num_tokens, vecs, arch.sm_count, packed);
   const int32_t bx = shape.vectors_per_block_row;
   CACHESTORE_RETURN_IF_ERROR(grid_for_rows(p.batch.num_tokens, shape.rows_per_block, grid));
   grid->y = static_cast<unsigned>((vecs + bx - 1) / bx);
@@ -139,8 +139,8 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
                                                 args.vecs_per_token)
                                           : 1;
   dim3 grid, block;
-  CACHESTORE_RETURN_IF_ERROR(
-      paged_kv_grid(p, arch, args.vecs_per_token / vectors, &grid, &block));
+  CACHESTORE_RETURN_IF_ERROR(paged_kv_grid(p, arch, args.vecs_per_token / vectors, &grid, &block,
+                                           vectors == tuning::kPagedKvWideVectors));
   const bool pdl = use_pdl(p.launch, arch);
   const kernels::GuardArgs guard = guard_args(p.batch, pdl, grid, arch);
   const kernels::PageTableArgs table = page_table_args(p.slots, p.page_size);
