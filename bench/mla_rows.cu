@@ -1,6 +1,7 @@
 // The MLA rows: FlashMLA V4 and V3.2 (either scale rule), DeepSeek V4.1 and V4.1 FP4, alone and
 // with the index-K fused (beside the two separate stores it replaces), pages of kPage slots.
 #include "harness.cuh"
+#include "layout_pattern.cuh"
 #include "naive_rope.cuh"
 #include "rope_operands.h"
 
@@ -77,6 +78,16 @@ Status mla_rope_pair(const Node& node) {
   return fused_store_cache(mla_params(node, MlaLayout::kV41, ScaleRule::kPow2), node.stream);
 }
 
+// The write pattern of `layout`'s records at the row's slots, without quantizing
+// (layout_pattern.cuh): the control of the store's % of copy.
+Status mla_pattern(const Node& node, MlaLayout layout) {
+  return cuda_status(layout_pattern(
+      node.in, static_cast<int32_t>(node.input_width), node.slots,
+      thrust::raw_pointer_cast(g_caches[static_cast<int>(layout)].data()), node.n,
+      log2_page(), layout::min_page_stride(layout, kPage), layout::mla_layout(layout).rows,
+      node.stream));
+}
+
 // What the fused store replaces: the MLA store, then the fp8 index-K store.
 Status separate(const Node& node, MlaLayout layout) {
   const Status kv = fused_store_cache(mla_params(node, layout, ScaleRule::kPow2), node.stream);
@@ -133,6 +144,16 @@ const Family kMla(
            return fused_store_cache(fused_params(node, MlaLayout::kV41, IndexKFormat::kFp4),
                                     node.stream);
          }},
+        // Each layout's record written at the store's slots from the store's input bytes,
+        // without its arithmetic: what the layout's addresses alone reach.
+        {38, "pattern_mla_v4", 1616, 512, false, nullptr, false, nullptr, mla_capacity,
+         [](const Node& node) { return mla_pattern(node, MlaLayout::kV4); }},
+        {38, "pattern_mla_v32", 1816, 576, false, nullptr, false, nullptr, mla_capacity,
+         [](const Node& node) { return mla_pattern(node, MlaLayout::kV32); }},
+        {38, "pattern_mla_v41", 1560, 512, false, nullptr, false, nullptr, mla_capacity,
+         [](const Node& node) { return mla_pattern(node, MlaLayout::kV41); }},
+        {38, "pattern_mla_v41_fp4", 1320, 512, false, nullptr, false, nullptr, mla_capacity,
+         [](const Node& node) { return mla_pattern(node, MlaLayout::kV41Fp4); }},
         // RoPE fused into the V4.1 store: NoPE and RoPE read (1024 bytes), q_pe read and written
         // (4096), the slot and the position, the record written (528). Beside the lean pair and
         // beside the store without RoPE.

@@ -138,6 +138,27 @@ Status rope_pair(const Node& node) {
       kHeadsWidth, node.stream));
 }
 
+// vLLM's concat_and_cache_mla rows (H = 1, K = kv_c 512, V = k_pe 64, 576-element entries) in a
+// cache of `type`; fp8 takes one per-tensor scale for both parts, as vLLM's k_scale.
+Status store_mla576(const Node& node, KvCacheType type) {
+  const layout::KvStrides st = layout::kv_mla_row_strides(kKvPage);
+  const int64_t element = type == KvCacheType::kAuto ? 2 : 1;
+  uint8_t* k_cache = thrust::raw_pointer_cast(g->k.data());
+  const float* scale = thrust::raw_pointer_cast(g->scales.data());
+  PagedKvParams kv;
+  kv.batch = node.batch;
+  kv.slots = node.slot_map;
+  kv.page_size = kKvPage;
+  kv.launch = node.launch;
+  kv.cache_type = type;
+  kv.num_pages = static_cast<int64_t>(g->k.size()) / element / st.page;
+  kv.k = {node.in, layout::kMlaRowDim, 0, layout::kMlaKvcDim};
+  kv.v = {node.in + layout::kMlaKvcDim, layout::kMlaRowDim, 0, 64};
+  kv.k_cache = {k_cache, st.page, st.entry, st.head, scale, 0};
+  kv.v_cache = {k_cache + element * layout::kMlaKvcDim, st.page, st.entry, st.head, scale, 0};
+  return store_paged_kv(kv, node.stream);
+}
+
 // vLLM's paged-attention layout of the H = 8, D = 128 caches (x = 16 bytes of the cache type).
 Status store_paged_attention(const Node& node, KvCacheType type) {
   const int32_t x = layout::kv_paged_attention_x(type == KvCacheType::kAuto ? 2 : 1);
@@ -196,21 +217,12 @@ const Family kPagedKv(
          kHeadsWidth, kHeadsWidth},
         {23, "paged_kv_mla576", 2312, 576, false, "naive_kv_two_nodes", true, "naive_k_one_node",
          mla576_capacity,
-         [](const Node& node) {
-           const layout::KvStrides st = layout::kv_mla_row_strides(kKvPage);
-           uint8_t* k_cache = thrust::raw_pointer_cast(g->k.data());
-           PagedKvParams kv;
-           kv.batch = node.batch;
-           kv.slots = node.slot_map;
-           kv.page_size = kKvPage;
-           kv.launch = node.launch;
-           kv.num_pages = static_cast<int64_t>(g->k.size()) / 2 / st.page;
-           kv.k = {node.in, layout::kMlaRowDim, 0, layout::kMlaKvcDim};
-           kv.v = {node.in + layout::kMlaKvcDim, layout::kMlaRowDim, 0, 64};
-           kv.k_cache = {k_cache, st.page, st.entry, st.head};
-           kv.v_cache = {k_cache + 2 * layout::kMlaKvcDim, st.page, st.entry, st.head};
-           return store_paged_kv(kv, node.stream);
-         },
+         [](const Node& node) { return store_mla576(node, KvCacheType::kAuto); },
+         layout::kMlaKvcDim, 64},
+        // The same rows into an fp8 e4m3 cache (vLLM's kv_cache_dtype "fp8"): 576 bytes written.
+        {23, "paged_kv_mla576_fp8", 1736, 576, false, "naive_kv_two_nodes", true,
+         "naive_k_one_node", mla576_capacity,
+         [](const Node& node) { return store_mla576(node, KvCacheType::kFp8E4m3); },
          layout::kMlaKvcDim, 64},
         {24, "paged_kv_nhd_fp32", 16392, 4096, false, nullptr, true, nullptr, kv_fp32_capacity,
          [](const Node& node) {

@@ -15,8 +15,9 @@ STORES = ["index_k_bf16", "index_k_fp8_amax", "index_k_fp8_pow2", "mla_v4", "mla
           "mla_v32_amax", "fused_v4_index", "fused_v32_index", "index_k_fp4", "mla_v41",
           "mla_v41_fp4", "fused_v41_fp4_index"]
 KV_STORES = ["paged_kv_nhd", "paged_kv_hnd", "paged_kv_nhd_fp8", "paged_kv_hnd_fp8",
-             "paged_kv_mla576", "paged_kv_nhd_fp32", "paged_kv_nhd_fp32_fp8", "paged_kv_nhd_d100",
-             "paged_kv_paged_attention", "paged_kv_paged_attention_fp8", "paged_kv_nhd_page_table"]
+             "paged_kv_mla576", "paged_kv_mla576_fp8", "paged_kv_nhd_fp32",
+             "paged_kv_nhd_fp32_fp8", "paged_kv_nhd_d100", "paged_kv_paged_attention",
+             "paged_kv_paged_attention_fp8", "paged_kv_nhd_page_table"]
 BASELINES = ["naive_bf16_scatter", "naive_fp8_composition", "separate_v4_plus_index",
              "separate_v32_plus_index", "naive_kv_two_nodes", "naive_k_one_node", "d2d_copy"]
 SMALL = [1, 8, 32, 128, 512]
@@ -124,6 +125,7 @@ def page_table(rows):
 # target for that slot mode) and the decode-size targets (x_naive, PDL off, at most this).
 COPY_TARGETS = {
     "paged_kv_nhd_fp8": (92, 88), "paged_kv_hnd_fp8": (92, 88), "paged_kv_mla576": (92, 88),
+    "paged_kv_mla576_fp8": (92, 88),
     "mla_v41_fp4": (85, 80), "index_k_fp4": (85, 80), "index_k_fp8_amax": (None, 85),
     "index_k_fp8_pow2": (None, 85), "fused_v4_index": (92, 85), "mla_v4": (None, 88),
     "mla_v32": (None, 88), "paged_kv_nhd": (93, 93), "paged_kv_hnd": (93, 93),
@@ -186,6 +188,31 @@ def targets(rows, previous):
                 worse.append(f"{store} n={n} {old['x_naive']:.2f}x -> {b['x_naive']:.2f}x")
         add("every other decode-size row", "<= 0.02x slower than the earlier run",
             "; ".join(worse) if worse else "none slower", not worse)
+    return "\n".join(lines)
+
+
+# The stores beside the write pattern of their layout (pattern_* rows: the layout's records
+# written from the same input bytes at the same slots, without quantizing).
+PATTERNS = {"index_k_fp8_amax": "pattern_index_k_fp8", "index_k_fp8_pow2": "pattern_index_k_fp8",
+            "index_k_fp4": "pattern_index_k_fp4", "mla_v4": "pattern_mla_v4",
+            "mla_v32": "pattern_mla_v32", "mla_v32_amax": "pattern_mla_v32",
+            "mla_v41": "pattern_mla_v41", "mla_v41_fp4": "pattern_mla_v41_fp4"}
+
+
+def patterns(rows):
+    """% of copy at n = 262144 (PDL off) of each store and of its layout's write pattern."""
+    lines = ["\n## Layout write patterns: % of copy at n = 262144, PDL off\n",
+             "| store | decode: store | decode: pattern | store / pattern | prefill: store | "
+             "prefill: pattern | store / pattern |", "|---|---|---|---|---|---|---|"]
+    for store, pattern in PATTERNS.items():
+        cells = []
+        for slots in ("decode", "prefill"):
+            a = cell(rows, store, "graph", "off", slots, 262144, "pct_copy")
+            b = cell(rows, pattern, "graph", "off", slots, 262144, "pct_copy")
+            cells += ["-" if a is None else f"{a:.0f}%", "-" if b is None else f"{b:.0f}%",
+                      "-" if a is None or b is None else f"{a / b:.2f}"]
+        if any(c != "-" for c in cells):
+            lines.append(f"| {store} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -257,6 +284,7 @@ def main():
     md.append(summary(rows))
     md.append(page_table(rows))
     md.append(targets(rows, previous))
+    md.append(patterns(rows))
     if previous is not None:
         md.append(compare(rows, previous))
     for mode in ("graph", "stream"):
@@ -273,6 +301,7 @@ def main():
     print(summary(rows))
     print(page_table(rows))
     print(targets(rows, previous))
+    print(patterns(rows))
     if previous is not None:
         print(compare(rows, previous))
 
