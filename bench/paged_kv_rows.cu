@@ -39,20 +39,24 @@ int64_t kv_capacity() { return kKvSlots; }
 int64_t kv_fp32_capacity() { return kKvSlots / 2; }  // the same bytes as the 16-bit caches
 int64_t mla576_capacity() { return kKvSlots * kKvHeads * kKvDim / layout::kMlaRowDim; }
 
-// The store of an H = 8 row of head dim `dim` (input [K | V] of `input` type) in `st`'s layout,
-// d contiguous unless given.
-// The H = 8 rows' params without their cache views: input [K | V] of `input` type, head dim
-// `dim`, `slots` of capacity.
-PagedKvParams heads_params(const Node& node, KvCacheType type, KvDataType input, int32_t dim,
-                           int64_t slots) {
+// A node's batch, slots, page size and launch options, into a cache of `type`.
+PagedKvParams node_params(const Node& node, KvCacheType type) {
   PagedKvParams kv;
   kv.batch = node.batch;
   kv.slots = node.slot_map;
   kv.page_size = kKvPage;
   kv.launch = node.launch;
+  kv.cache_type = type;
+  return kv;
+}
+
+// The H = 8 rows' params without their cache views: input [K | V] of `input` type, head dim
+// `dim`, `slots` of capacity.
+PagedKvParams heads_params(const Node& node, KvCacheType type, KvDataType input, int32_t dim,
+                           int64_t slots) {
+  PagedKvParams kv = node_params(node, type);
   kv.num_heads = kKvHeads;
   kv.input_type = input;
-  kv.cache_type = type;
   kv.num_pages = slots / kKvPage;
   const int64_t in_bytes = input == KvDataType::kFp32 ? 4 : 2;
   const auto* in = reinterpret_cast<const uint8_t*>(node.in);
@@ -61,6 +65,8 @@ PagedKvParams heads_params(const Node& node, KvCacheType type, KvDataType input,
   return kv;
 }
 
+// The store of an H = 8 row of head dim `dim` (input [K | V] of `input` type) in `st`'s layout,
+// d contiguous unless given.
 Status store_heads(const Node& node, const layout::KvStrides& st, KvCacheType type,
                    KvDataType input = KvDataType::kBf16, int32_t dim = kKvDim,
                    int64_t slots = kKvSlots,
@@ -145,12 +151,7 @@ Status store_mla576(const Node& node, KvCacheType type) {
   const int64_t element = type == KvCacheType::kAuto ? 2 : 1;
   uint8_t* k_cache = thrust::raw_pointer_cast(g->k.data());
   const float* scale = thrust::raw_pointer_cast(g->scales.data());
-  PagedKvParams kv;
-  kv.batch = node.batch;
-  kv.slots = node.slot_map;
-  kv.page_size = kKvPage;
-  kv.launch = node.launch;
-  kv.cache_type = type;
+  PagedKvParams kv = node_params(node, type);
   kv.num_pages = static_cast<int64_t>(g->k.size()) / element / st.page;
   kv.k = {node.in, layout::kMlaRowDim, 0, layout::kMlaKvcDim};
   kv.v = {node.in + layout::kMlaKvcDim, layout::kMlaRowDim, 0, 64};
