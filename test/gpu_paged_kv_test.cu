@@ -11,6 +11,7 @@
 #include "store_cases.cuh"
 
 #include "kernels/core/fp8.cuh"
+#include "kernels/paged_kv.cuh"
 #include "reference/conversions.h"
 
 namespace cachestore::test {
@@ -541,7 +542,9 @@ TEST_F(GpuTest, GoldenVllmFlashAndMlaRecords) {
 // ---- the fp8 quotient of the paged K/V store against IEEE division -------------------------
 // Every bf16 and fp16 pattern x, for scales: the golden ones, 1, powers of two at the ends of
 // the fast range and beyond it, 0, a subnormal, Inf, NaN, and random scales over 2^-70..2^70.
-// What must agree is the stored byte, e4m3 and e5m2.
+// What must agree is the stored byte, e4m3 and e5m2: of the scalar quotient, and of x in the
+// store's 8-value vectors (kernels::kv_fp8), once beside zeros (the vector's products are then
+// x's) and once beside 3e38 (whose product decides the checked path for scales up to ~1.7).
 struct QuotientMismatches {
   unsigned long long count;
   uint32_t first[8];
@@ -555,14 +558,24 @@ __global__ void kv_quotient_kernel(const float* scales, int num_scales, Quotient
                               : reference::fp16_bits_to_float(bits);
     const float fast = kernels::exact_quotient(x, s);
     const float ieee = __fdiv_rn(x, s);
+    const float beside_zeros[8] = {x, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    const float beside_large[8] = {x, 3e38f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    const uint32_t vectors[2][2] = {
+        {kernels::kv_fp8<KvCacheType::kFp8E4m3>(beside_zeros, s).x & 0xffu,
+         kernels::kv_fp8<KvCacheType::kFp8E4m3>(beside_large, s).x & 0xffu},
+        {kernels::kv_fp8<KvCacheType::kFp8E5m2>(beside_zeros, s).x & 0xffu,
+         kernels::kv_fp8<KvCacheType::kFp8E5m2>(beside_large, s).x & 0xffu}};
+    int f = 0;
     for (auto fmt : {__NV_E4M3, __NV_E5M2}) {
       const auto byte = [fmt](float q) {
         return __nv_cvt_float2_to_fp8x2(make_float2(q, q), __NV_SATFINITE, fmt) & 0xff;
       };
-      if (byte(fast) != byte(ieee)) {
+      const uint32_t want = byte(ieee);
+      if (byte(fast) != want || vectors[f][0] != want || vectors[f][1] != want) {
         const unsigned long long k = atomicAdd(&out->count, 1ull);
         if (k < 8) out->first[k] = (blockIdx.x << 17) | i;
       }
+      ++f;
     }
   }
 }

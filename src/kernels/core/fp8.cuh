@@ -93,21 +93,51 @@ __device__ __forceinline__ Fp8Bytes<kN> pack_fp8(const float (&v)[kN], F f) {
   }
 }
 
-// fp8(v[i] / s) of kN values sharing the scale s, with IEEE division's bytes. The range decision
-// is taken once for the vector, never per value: per-value checks would make one
+// The Markstein quotient with the sign of the product q = x * r (one bitwise select): where q is a zero
+// the correction can lose its sign (x = -0 gives +0), and elsewhere it has q's sign already, so
+// this is markstein_quotient without its compare and select a value, for any finite q. A NaN x
+// stays NaN.
+__device__ __forceinline__ float markstein_quotient_signed(float x, float s, float r) {
+  const float q = __fmul_rn(x, r);
+  const float corrected = detail::markstein_correct(x, s, r, q);
+  return copysignf(corrected, q);
+}
+
+// max |v[i]| (NaN ignored), as a tree: a chain of kN - 1 dependent maxima would sit on the
+// decode-size store's chain.
+template <int kN>
+__device__ __forceinline__ float magnitude_max(const float (&v)[kN]) {
+  float m[kN];
+#pragma unroll
+  for (int i = 0; i < kN; ++i) m[i] = fabsf(v[i]);
+#pragma unroll
+  for (int stride = kN / 2; stride > 0; stride /= 2)
+#pragma unroll
+    for (int i = 0; i < stride; ++i) m[i] = fmaxf(m[i], m[i + stride]);
+  return m[0];
+}
+
+// fp8(v[i] / s) of kN values sharing the scale s, with IEEE division's bytes. The range decisions
+// are taken once for the vector, never per value: per-value checks would make one
 // branch-and-reconverge region per value and serialize the quotients. The index-K amax rule needs
 // no decision, so its kernels do not carry the division path (registers under their launch
-// bounds).
+// bounds). A caller's scale (kGiven) may make x / s overflow: the vector's largest magnitude
+// decides once whether any product can reach 2^127 (then every value takes the checked quotient),
+// so that the others take markstein_quotient_signed.
 template <__nv_fp8_interpretation_t kFormat, ScaleSource kSource, int kN>
 __device__ __forceinline__ Fp8Bytes<kN> fp8_divided(const float (&v)[kN], float s) {
   if (kSource != ScaleSource::kIndexKAmax && !markstein_applies(s))
     return pack_fp8<kFormat>(v, [s](float x) { return __fdiv_rn(x, s); });
-  // The amax rules' scales are in reciprocal_rn's range (index-K: [2^-22, 2^120) or +Inf;
-  // V3.2: within [2^-64, 2^64] here); a caller's may be anything.
-  const float r = kSource == ScaleSource::kGiven ? __frcp_rn(s) : reciprocal_rn(s);
-  return pack_fp8<kFormat>(v, [s, r](float x) {
-    return markstein_quotient<kSource == ScaleSource::kGiven>(x, s, r);
-  });
+  // Every scale here is in reciprocal_rn's range (index-K: [2^-22, 2^120) or +Inf; the others
+  // within [2^-64, 2^64], markstein_applies).
+  const float r = reciprocal_rn(s);
+  if constexpr (kSource == ScaleSource::kGiven) {
+    if (!(magnitude_max(v) * r < 0x1p127f))
+      return pack_fp8<kFormat>(v, [s, r](float x) { return markstein_quotient<true>(x, s, r); });
+    return pack_fp8<kFormat>(v, [s, r](float x) { return markstein_quotient_signed(x, s, r); });
+  } else {
+    return pack_fp8<kFormat>(v, [s, r](float x) { return markstein_quotient<false>(x, s, r); });
+  }
 }
 
 }  // namespace cachestore::kernels
