@@ -93,10 +93,10 @@ __device__ __forceinline__ Fp8Bytes<kN> pack_fp8(const float (&v)[kN], F f) {
   }
 }
 
-// The Markstein quotient with the sign of the product q = x * r (one bitwise select): where q is a zero
-// the correction can lose its sign (x = -0 gives +0), and elsewhere it has q's sign already, so
-// this is markstein_quotient without its compare and select a value, for any finite q. A NaN x
-// stays NaN.
+// The Markstein quotient with the sign of the product q = x * r (one bitwise select): where q is
+// a zero the correction can lose its sign (x = -0 gives +0), and elsewhere it has q's sign
+// already, so this is markstein_quotient without its compare and select a value, for any finite
+// q. A NaN x stays NaN.
 __device__ __forceinline__ float markstein_quotient_signed(float x, float s, float r) {
   const float q = __fmul_rn(x, r);
   const float corrected = detail::markstein_correct(x, s, r, q);
