@@ -31,8 +31,8 @@ enum class Mode { kGraph, kStream };
 enum class Slots { kDecode, kPrefill };
 
 inline constexpr int32_t kPage = 64;        // the DeepSeek caches' page size
-constexpr int32_t log2_page() { return 6; }
-static_assert(1 << log2_page() == kPage, "kPage = 2^log2_page()");
+inline constexpr int32_t kPageShift = 6;    // log2(kPage)
+static_assert(1 << kPageShift == kPage, "kPage = 2^kPageShift");
 inline constexpr int64_t kMaxRows = 262144;
 inline constexpr int32_t kTablePage = 16;   // the page size of the page-table view of the slots
 

@@ -12,7 +12,7 @@ Status index_k_pattern(const Node& node, IndexKFormat format) {
   thrust::device_vector<uint8_t>& cache =
       format == IndexKFormat::kFp8 ? pool().fp8_cache : pool().fp4_cache;
   return cuda_status(layout_pattern(node.in, 128, node.slots,
-                                    thrust::raw_pointer_cast(cache.data()), node.n, log2_page(),
+                                    thrust::raw_pointer_cast(cache.data()), node.n, kPageShift,
                                     layout::min_page_stride(format, kPage, 128),
                                     layout::index_k_rows(format, 128), node.stream));
 }

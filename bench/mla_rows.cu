@@ -84,7 +84,7 @@ Status mla_pattern(const Node& node, MlaLayout layout) {
   return cuda_status(layout_pattern(
       node.in, static_cast<int32_t>(node.input_width), node.slots,
       thrust::raw_pointer_cast(g_caches[static_cast<int>(layout)].data()), node.n,
-      log2_page(), layout::min_page_stride(layout, kPage), layout::mla_layout(layout).rows,
+      kPageShift, layout::min_page_stride(layout, kPage), layout::mla_layout(layout).rows,
       node.stream));
 }
 

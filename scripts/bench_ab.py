@@ -33,6 +33,12 @@ def run(bench, flt, tuning, out):
         return rows
 
 
+def median_pct(side):
+    """The median % of copy of one row's runs, or '-' where the row has none."""
+    values = [x[1] for x in side if x[1] is not None]
+    return f"{statistics.median(values):.1f}%" if values else "-"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bench")
@@ -57,11 +63,8 @@ def main():
         if not a or not b:
             continue
         ua, ub = statistics.median(x[0] for x in a), statistics.median(x[0] for x in b)
-        def pct(side):
-            values = [x[1] for x in side if x[1] is not None]
-            return f"{statistics.median(values):.1f}%" if values else "-"
-        pa, pb = pct(a), pct(b)
-        print(f"| {name} | {ua:.3f} | {pa} | {ub:.3f} | {pb} | {ub / ua:.3f} |")
+        print(f"| {name} | {ua:.3f} | {median_pct(a)} | {ub:.3f} | {median_pct(b)} | "
+              f"{ub / ua:.3f} |")
     return 0
 
 
