@@ -1,5 +1,7 @@
 // The MLA rows: FlashMLA V4 and V3.2 (either scale rule), DeepSeek V4.1 and V4.1 FP4, alone and
 // with the index-K fused (beside the two separate stores it replaces), pages of kPage slots.
+#include <cstring>
+
 #include "harness.cuh"
 #include "layout_pattern.cuh"
 #include "naive_rope.cuh"
@@ -17,6 +19,10 @@ constexpr int32_t kMlaQHeads = 16, kMlaRopePositions = 4096;
 constexpr int64_t kMlaRopeWidth = 512 + kMlaQHeads * 64;
 thrust::device_vector<int64_t>* g_positions = nullptr;
 thrust::device_vector<uint8_t>* g_cos_sin = nullptr;
+// The K-only rows (DeepSeek's GPT-J pairs, fp32 cos/sin as SGLang's freqs_cis): a table of
+// positions, and a cos/sin row a row ([kMaxRows, 64] fp32, gathered by position once a step).
+thrust::device_vector<uint8_t>* g_cos_sin_fp32 = nullptr;
+thrust::device_vector<uint8_t>* g_cos_sin_rows = nullptr;
 
 int64_t mla_capacity() { return kMlaPages * kPage; }
 
@@ -63,6 +69,24 @@ Status mla_rope(const Node& node) {
   r.query = const_cast<uint16_t*>(node.in) + 512;
   r.query_token_stride = node.input_width;
   r.query_head_stride = 64;
+  return fused_store_cache(p, node.stream);
+}
+
+// The V4.1 store with its RoPE tail rotated and no Q (the record only): GPT-J, fp32 cos/sin,
+// at each row's position in a table or in the row's own cos/sin row.
+Status mla_rope_k(const Node& node, RopeCosSinRows rows) {
+  FusedStoreParams p = mla_params(node, MlaLayout::kV41, ScaleRule::kPow2);
+  RotaryEmbedding& r = p.rotary;
+  const bool by_row = rows == RopeCosSinRows::kByRow;
+  r.positions = by_row ? nullptr : thrust::raw_pointer_cast(g_positions->data());
+  r.positions_type = SlotType::kInt64;
+  r.cos_sin_rows = rows;
+  r.cos_sin_cache = thrust::raw_pointer_cast((by_row ? g_cos_sin_rows : g_cos_sin_fp32)->data());
+  r.cos_sin_type = KvDataType::kFp32;
+  r.max_position = by_row ? kMaxRows : kMlaRopePositions;
+  r.rotary_dim = 64;
+  r.style = RopeStyle::kGptj;
+  r.rounding = RopeRounding::kFp32;
   return fused_store_cache(p, node.stream);
 }
 
@@ -163,6 +187,13 @@ const Family kMla(
          "naive_bf16_scatter", mla_capacity, mla_rope},
         {37, "mla_v41_rope_vs_store", 5664, kMlaRopeWidth, false, "mla_v41", true,
          "naive_bf16_scatter", mla_capacity, mla_rope},
+        // The RoPE tail rotated in the record alone (no Q): NoPE and RoPE read (1024 bytes),
+        // the slot, the record written (528); by position (8 bytes, the table in L2) or by a
+        // cos/sin row a row (256 bytes read), beside the store without RoPE.
+        {37, "mla_v41_rope_k", 1568, 512, false, "mla_v41", true, "naive_bf16_scatter",
+         mla_capacity, [](const Node& node) { return mla_rope_k(node, RopeCosSinRows::kByPosition); }},
+        {37, "mla_v41_rope_k_by_row", 1816, 512, false, "mla_v41", true, "naive_bf16_scatter",
+         mla_capacity, [](const Node& node) { return mla_rope_k(node, RopeCosSinRows::kByRow); }},
     },
     [] {
       g_caches = new thrust::device_vector<uint8_t>[layout::kNumMlaLayouts];
@@ -175,6 +206,13 @@ const Family kMla(
       const std::vector<uint8_t> cos_sin =
           test::cos_sin_table(KvDataType::kBf16, kMlaRopePositions, 64);
       g_cos_sin = new thrust::device_vector<uint8_t>(cos_sin.begin(), cos_sin.end());
+      const std::vector<uint8_t> fp32 =
+          test::cos_sin_table(KvDataType::kFp32, kMlaRopePositions, 64);
+      g_cos_sin_fp32 = new thrust::device_vector<uint8_t>(fp32.begin(), fp32.end());
+      std::vector<uint8_t> rows(static_cast<size_t>(kMaxRows) * 64 * 4);
+      for (int64_t i = 0; i < kMaxRows; ++i)  // row i: position i's cos/sin
+        std::memcpy(rows.data() + i * 256, fp32.data() + positions[i] * 256, 256);
+      g_cos_sin_rows = new thrust::device_vector<uint8_t>(rows.begin(), rows.end());
     });
 
 }  // namespace

@@ -49,13 +49,14 @@ struct ReleasedSizes<cachestore_index_k_fp4_params_t> {
 };
 template <>
 struct ReleasedSizes<cachestore_fused_store_params_t> {
-  // 0.2; 0.3 the fp4 index-K; 0.6 tables; 0.8 RoPE
-  static constexpr uint32_t kSizes[] = {224, 272, 336, 464};
+  // 0.2; 0.3 the fp4 index-K; 0.6 tables; 0.8 RoPE; 0.9 cos_sin_rows
+  static constexpr uint32_t kSizes[] = {224, 272, 336, 464, 472};
 };
 template <>
 struct ReleasedSizes<cachestore_paged_kv_params_t> {
-  // 0.2; 0.5 head-dim layouts; 0.6 the page table; 0.7 nvfp4 block scales; 0.8 RoPE
-  static constexpr uint32_t kSizes[] = {248, 288, 320, 384, 512};
+  // 0.2; 0.5 head-dim layouts; 0.6 the page table; 0.7 nvfp4 block scales; 0.8 RoPE;
+  // 0.9 cos_sin_rows
+  static constexpr uint32_t kSizes[] = {248, 288, 320, 384, 512, 520};
 };
 
 template <typename T>
@@ -183,7 +184,8 @@ cs::RotaryEmbedding rotary_of(const cachestore_rope_t& r) {
           r.rotary_dim, static_cast<cs::RopeStyle>(r.style),
           static_cast<cs::RopeRounding>(r.rounding), r.num_query_heads, r.query,
           r.query_token_stride, r.query_head_stride, r.query_out, r.query_out_token_stride,
-          r.query_out_head_stride, r.key_out, r.key_out_token_stride, r.key_out_head_stride};
+          r.query_out_head_stride, r.key_out, r.key_out_token_stride, r.key_out_head_stride,
+          static_cast<cs::RopeCosSinRows>(r.cos_sin_rows)};
 }
 
 cs::FusedStoreParams to_cpp(const cachestore_fused_store_params_t& c) {

@@ -387,10 +387,18 @@ struct RotatedInput {
 // The operands of a rotation `name` ("rope", "rotary") whose rotary_dim the store has checked:
 // positions, style, rounding, the cos/sin cache, Q (of `k`'s head dim) and key_out.
 Status check_rotation(const RotaryEmbedding& r, const char* name, const RotatedInput& k) {
-  if (r.positions_type != SlotType::kInt32 && r.positions_type != SlotType::kInt64)
+  if (r.cos_sin_rows != RopeCosSinRows::kByPosition && r.cos_sin_rows != RopeCosSinRows::kByRow)
+    return fail(Status::kErrorInvalidArgument, "%s.cos_sin_rows = %d: not a RopeCosSinRows", name,
+                static_cast<int>(r.cos_sin_rows));
+  const bool by_row = r.cos_sin_rows == RopeCosSinRows::kByRow;
+  if (by_row && r.max_position < k.rows)
+    return fail(Status::kErrorInvalidArgument,
+                "%s.max_position = %lld: a cos/sin row a row (cos_sin_rows kByRow) needs at "
+                "least num_tokens = %lld rows", name, ll(r.max_position), ll(k.rows));
+  if (!by_row && r.positions_type != SlotType::kInt32 && r.positions_type != SlotType::kInt64)
     return fail(Status::kErrorInvalidArgument, "%s.positions_type = %d: kInt32 or kInt64", name,
                 static_cast<int>(r.positions_type));
-  if (!aligned_to(r.positions, r.positions_type == SlotType::kInt64 ? 8 : 4))
+  if (!by_row && !aligned_to(r.positions, r.positions_type == SlotType::kInt64 ? 8 : 4))
     return fail(Status::kErrorMisalignedOperand, "%s.positions must be aligned to its type",
                 name);
   if (r.cos_sin_cache == nullptr)
@@ -462,7 +470,7 @@ Status check_style_and_rounding(const RotaryEmbedding& r, const char* name) {
   return Status::kSuccess;
 }
 
-// RoPE fused into store_paged_kv (p.rope.positions set): the rotation's operands, Q and key_out,
+// RoPE fused into store_paged_kv (rotates(p.rope)): the rotation's operands, Q and key_out,
 // and the 16-byte kernel's layout on both sides, which is the only kernel that rotates.
 Status check_rope(const PagedKvParams& p) {
   const RotaryEmbedding& r = p.rope;
@@ -505,7 +513,7 @@ Status check_rope(const PagedKvParams& p) {
   return Status::kSuccess;
 }
 
-// RoPE fused into fused_store_cache (p.rotary.positions set): the RoPE part's 64 bf16 values
+// RoPE fused into fused_store_cache (rotates(p.rotary)): the RoPE part's 64 bf16 values
 // rotate, as Q's RoPE part of 64 does.
 Status check_rotary(const FusedStoreParams& p) {
   const RotaryEmbedding& r = p.rotary;
@@ -572,7 +580,7 @@ Status check(const FusedStoreParams& p) {
       check_int32_row_stride(p.nope_row_stride, p.batch.num_tokens, "nope_row_stride"));
   CACHESTORE_RETURN_IF_ERROR(
       check_int32_row_stride(p.rope_row_stride, p.batch.num_tokens, "rope_row_stride"));
-  if (p.rotary.positions != nullptr) CACHESTORE_RETURN_IF_ERROR(check_rotary(p));
+  if (rotates(p.rotary)) CACHESTORE_RETURN_IF_ERROR(check_rotary(p));
   if (p.index_k == nullptr) return succeed();
 
   CACHESTORE_RETURN_IF_ERROR(
@@ -634,7 +642,7 @@ Status check(const PagedKvParams& p) {
     CACHESTORE_RETURN_IF_ERROR(check_kv_input(p.v, p, "v"));
     CACHESTORE_RETURN_IF_ERROR(check_kv_cache(p.v_cache, p.v, p, "v_cache", "v"));
   }
-  if (p.rope.positions != nullptr) CACHESTORE_RETURN_IF_ERROR(check_rope(p));
+  if (rotates(p.rope)) CACHESTORE_RETURN_IF_ERROR(check_rope(p));
   return succeed();
 }
 

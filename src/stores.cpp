@@ -40,7 +40,7 @@ Status store_index_k_fp4(const IndexKFp4Params& p, cudaStream_t stream) {
 Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
   return run_store(p, [&](const detail::ArchInfo& arch) {
     return detail::with_mla_layout(p.kv_cache.layout, [&](auto layout) {
-      if (p.rotary.positions != nullptr)
+      if (rotates(p.rotary))
         return detail::launch_mla_rope<decltype(layout)::value>(p, arch, stream);
       return detail::launch_mla<decltype(layout)::value>(p, arch, stream);
     });
@@ -50,7 +50,7 @@ Status fused_store_cache(const FusedStoreParams& p, cudaStream_t stream) {
 Status store_paged_kv(const PagedKvParams& p, cudaStream_t stream) {
   return run_store(p, [&](const detail::ArchInfo& arch) {
     return detail::with_kv_cache_type(p.cache_type, [&](auto type) {
-      if (p.rope.positions != nullptr)
+      if (rotates(p.rope))
         return detail::launch_paged_kv_rope<decltype(type)::value>(p, arch, stream);
       return detail::launch_paged_kv<decltype(type)::value>(p, arch, stream);
     });

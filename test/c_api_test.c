@@ -241,7 +241,25 @@ int main(void) {
     fused.struct_size = (uint32_t)sizeof fused;
     fused.rotary.rotary_dim = 64;
     EXPECT(cachestore_check_fused_store_cache(&fused) == CACHESTORE_SUCCESS);
-    EXPECT(sizeof fused == 464);
+    /* 0.9: a cos/sin row a row; positions unread, the cache's rows at least num_tokens. A
+     * 464-byte struct reads without it (by position). */
+    fused.rotary.positions = NULL;
+    fused.rotary.cos_sin_rows = CACHESTORE_ROPE_COS_SIN_BY_ROW;
+    EXPECT(cachestore_check_fused_store_cache(&fused) == CACHESTORE_SUCCESS);
+    fused.rotary.max_position = fused.num_tokens - 1;
+    EXPECT(cachestore_check_fused_store_cache(&fused) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "rotary.max_position") != NULL);
+    fused.struct_size = 464; /* no cos_sin_rows and no positions: no rotation to check */
+    EXPECT(cachestore_check_fused_store_cache(&fused) == CACHESTORE_SUCCESS);
+    fused.struct_size = (uint32_t)sizeof fused;
+    fused.rotary.cos_sin_rows = 7;
+    EXPECT(cachestore_check_fused_store_cache(&fused) == CACHESTORE_SUCCESS); /* no rotation */
+    fused.rotary.positions = fake(0x1000);
+    EXPECT(cachestore_check_fused_store_cache(&fused) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "rotary.cos_sin_rows") != NULL);
+    fused.rotary.cos_sin_rows = CACHESTORE_ROPE_COS_SIN_BY_POSITION;
+    fused.rotary.max_position = 4096;
+    EXPECT(sizeof fused == 472);
     memset(&fused.rotary, 0, sizeof fused.rotary);
     fused.index_fp4_cache.ties = 9; /* as the size checks below expect */
 

@@ -68,11 +68,13 @@ TEST_P(RopeSweep, CachesQueryAndKeyOutMatchReference) {
     r.cos_sin_type = cos_sin[(v / 3) % 3];
     r.positions_type = v % 2 == 0 ? SlotType::kInt64 : SlotType::kInt32;
     r.max_position = 1000 + static_cast<int64_t>(v % 5);
+    r.by_row = variant == 3;  // K only, rotated by cos/sin row i
     SCOPED_TRACE("variant " + std::to_string(variant) + (s.layout == KvLayout::kNhd ? " NHD" : " HND") +
                  " H " + std::to_string(s.heads) + " D " + std::to_string(s.k_dim) + " Dv " +
                  std::to_string(s.v_dim) + " Hq " + std::to_string(r.q_heads) + " rot " +
                  std::to_string(r.rotary_dim) + " " + slot_type_name(s.slot_type) +
-                 (r.rounding == RopeRounding::kFp32 ? " fp32 rounding" : " input rounding"));
+                 (r.rounding == RopeRounding::kFp32 ? " fp32 rounding" : " input rounding") +
+                 (r.by_row ? " by row" : ""));
     KvCase c(s);
     LaunchOptions launch;
     launch.enable_pdl = variant % 2 == 1;
@@ -159,6 +161,8 @@ TEST_P(RopeReplay, GraphReplayNeverTouchesPaddingRows) {
     case 3: s.input_type = KvDataType::kFp16; s.rope.rounding = RopeRounding::kInputType;
             s.rope.cos_sin_type = KvDataType::kFp32; s.rope.positions_type = SlotType::kInt32;
             break;
+    case 4: s.layout = KvLayout::kHnd; s.cache_type = KvCacheType::kFp8E4m3; s.scale_stride = 1;
+            s.rope.by_row = true; s.rope.key_out = true; break;  // cos/sin row i for row i
   }
   KvCase c(s);
   std::vector<int64_t> previous = c.prime_every_row(rng_);
@@ -263,10 +267,11 @@ TEST_P(RopeReplay, GraphReplayNeverTouchesPaddingRows) {
 
 std::string replay_name(const ::testing::TestParamInfo<int>& info) {
   static const char* const kNames[] = {"LlamaGqaBf16Nhd", "HndE4m3GptjKeyOut",
-                                       "Nvfp4PageTablePartialQOut", "Fp16InputRoundingInt32"};
+                                       "Nvfp4PageTablePartialQOut", "Fp16InputRoundingInt32",
+                                       "HndE4m3CosSinByRowKeyOut"};
   return kNames[info.param];
 }
-INSTANTIATE_TEST_SUITE_P(Configs, RopeReplay, ::testing::Values(0, 1, 2, 3), replay_name);
+INSTANTIATE_TEST_SUITE_P(Configs, RopeReplay, ::testing::Values(0, 1, 2, 3, 4), replay_name);
 
 // ---- fused_store_cache with RoPE: every MLA layout, with and without the fused index-K --------
 // The rows' RoPE part and DeepSeek's q_pe (64 of each head's 192) rotated, NeoX and GPT-J, both
@@ -291,12 +296,13 @@ MlaRotary mla_rotary(RopeStyle style, int variant) {
   r.cos_sin_type = cos_sin[variant % 3];
   r.positions_type = variant % 2 == 0 ? SlotType::kInt64 : SlotType::kInt32;
   r.max_position = 1000 + variant;
+  r.by_row = variant >= 4;  // row i rotates by cos/sin row i: every real row rotates
   return r;
 }
 
 TEST_P(MlaRopeSweep, CachesQueryAndRopePartMatchReference) {
   const auto [kind, style] = GetParam();
-  for (int variant = 0; variant < 4; ++variant) {
+  for (int variant = 0; variant < 6; ++variant) {
     CaseShape shape;
     shape.num_tokens = 40;
     shape.page_size = 16;
@@ -377,26 +383,31 @@ TEST_P(MlaRopeReplay, GraphReplayNeverTouchesPaddingRows) {
   CaseShape shape;
   shape.num_tokens = kRows;
   shape.page_size = 16;
-  shape.rotary = mla_rotary(style, 2);  // Q heads 128 in place, the RoPE part in place
-  StoreCase c(kind, shape);
-  std::vector<int64_t> previous = distinct_slots(rng_, kRows, c.capacity(), -1);
-  c.set_step(rng_, kRows, previous);
-  c.upload_inputs();
-  cudaStream_t stream;
-  CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  ASSERT_TRUE(capture_store(c, stream, &graph, &exec));
-  for_each_padded_replay(kRows, [&](Padding padding, int64_t n) {
-    const std::vector<int64_t> slots =
-        padded_replay_slots(rng_, kRows, n, c.capacity(), padding, previous);
-    c.set_step(rng_, n, slots);
-    ASSERT_TRUE(replay_matches_reference(c, exec, stream));
-    previous = slots;
-  });
-  CUDA_ASSERT(cudaGraphExecDestroy(exec));
-  CUDA_ASSERT(cudaGraphDestroy(graph));
-  CUDA_ASSERT(cudaStreamDestroy(stream));
+  // Variant 2: Q heads 128 and the RoPE part in place, by position; variant 5: Q heads 128 in
+  // place by a cos/sin row a row.
+  for (const int variant : {2, 5}) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    shape.rotary = mla_rotary(style, variant);
+    StoreCase c(kind, shape);
+    std::vector<int64_t> previous = distinct_slots(rng_, kRows, c.capacity(), -1);
+    c.set_step(rng_, kRows, previous);
+    c.upload_inputs();
+    cudaStream_t stream;
+    CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    ASSERT_TRUE(capture_store(c, stream, &graph, &exec));
+    for_each_padded_replay(kRows, [&](Padding padding, int64_t n) {
+      const std::vector<int64_t> slots =
+          padded_replay_slots(rng_, kRows, n, c.capacity(), padding, previous);
+      c.set_step(rng_, n, slots);
+      ASSERT_TRUE(replay_matches_reference(c, exec, stream));
+      previous = slots;
+    });
+    CUDA_ASSERT(cudaGraphExecDestroy(exec));
+    CUDA_ASSERT(cudaGraphDestroy(graph));
+    CUDA_ASSERT(cudaStreamDestroy(stream));
+  }
 }
 INSTANTIATE_TEST_SUITE_P(Layouts, MlaRopeReplay,
                          ::testing::Values(MlaRopeParam{StoreKind::kV4, RopeStyle::kGptj},

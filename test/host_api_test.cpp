@@ -382,7 +382,19 @@ TEST(ArgumentChecks, FusedStoreCacheWithRotary) {
     {{"query_out misaligned", S::kErrorMisalignedOperand, "rotary.query_out"}, [](auto& p) { p.rotary.query_out = fake(0x200008); p.rotary.query_out_token_stride = 8192; p.rotary.query_out_head_stride = 64; }},
     {{"key_out misaligned", S::kErrorMisalignedOperand, "rotary.key_out"}, [](auto& p) { p.rotary.key_out = fake(0x70004); p.rotary.key_out_token_stride = 64; }},
     {{"key_out in place, other stride", S::kErrorInvalidArgument, "rotary.key_out == the rotated input"}, [](auto& p) { p.rotary.key_out = const_cast<void*>(p.rope); p.rotary.key_out_token_stride = 64; }},
+    {{"cos/sin rows", S::kErrorInvalidArgument, "rotary.cos_sin_rows"}, [](auto& p) { p.rotary.cos_sin_rows = static_cast<RopeCosSinRows>(2); }},
+    {{"a cos/sin row a row, too few", S::kErrorInvalidArgument, "rotary.max_position"}, [](auto& p) { p.rotary.positions = nullptr; p.rotary.cos_sin_rows = RopeCosSinRows::kByRow; p.rotary.max_position = p.batch.num_tokens - 1; }},
   });
+  // A cos/sin row a row: positions unread (null, any type), the cache's rows at least the batch.
+  {
+    FusedStoreParams by_row = fused_rotary_params();
+    by_row.rotary.positions = nullptr;
+    by_row.rotary.positions_type = SlotType::kPageTable;
+    by_row.rotary.cos_sin_rows = RopeCosSinRows::kByRow;
+    by_row.rotary.max_position = by_row.batch.num_tokens;
+    EXPECT_TRUE(rotates(by_row.rotary));
+    EXPECT_EQ(check(by_row), Status::kSuccess) << last_error_message();
+  }
   // In place: key_out is the RoPE input with its row stride; V3.2 and the V4.1 layouts rotate too.
   FusedStoreParams p = fused_rotary_params();
   p.rotary.key_out = const_cast<void*>(p.rope);

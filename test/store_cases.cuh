@@ -92,6 +92,7 @@ struct MlaRotary {
   KvDataType cos_sin_type = KvDataType::kFp32;
   SlotType positions_type = SlotType::kInt64;
   int64_t max_position = 4096;
+  bool by_row = false;             // a cos/sin row a row (RopeCosSinRows::kByRow): no positions
 };
 inline constexpr int64_t kQHeadDim = 192;  // q_nope 128 | q_pe 64
 inline constexpr int64_t kQPeOffset = 128;
@@ -368,7 +369,8 @@ class StoreCase {
   RotaryEmbedding rotary(Side side) const {
     const MlaRotary& r = shape_.rotary;
     RotaryEmbedding e;
-    e.positions = ptr(positions_, side);
+    e.positions = r.by_row ? nullptr : ptr(positions_, side);
+    e.cos_sin_rows = r.by_row ? RopeCosSinRows::kByRow : RopeCosSinRows::kByPosition;
     e.positions_type = r.positions_type;
     e.cos_sin_cache = ptr(cos_sin_, side);
     e.cos_sin_type = r.cos_sin_type;

@@ -180,12 +180,18 @@ struct MlaCache {
 // A row is rotated and stored only when it is real (i < n) and 0 <= pos < max_position; a real
 // row with any other position writes nothing (no K, V, Q or key_out) and counts in
 // Diagnostics::out_of_range_positions. positions[i] is read for every row of the padded batch, as
-// a slot is; a padded row reads no cos/sin entry and writes nothing. Q and key_out of a real row
+// a slot is, and so is a cos/sin row (the position's when it is inside the cache, else row 0):
+// the cache is read-only, and reading it before the guard decides takes it off the store's
+// chain. A padded row writes nothing. With cos_sin_rows = kByRow the cos/sin row of row i is
+// cos_sin_cache[i] (the caller gathered it by position once a step for every layer, as SGLang's
+// DeepSeek stores take freqs_cis): positions are not read, max_position is the cache's rows (at
+// least num_tokens), and every real row rotates. Q and key_out of a real row
 // are written whatever its slot (another owner's page, the reserved slot, out of range): they
 // serve attention on every rank, not the cache. The rotated values are rounded to the input type
 // (the value the engines' rotary kernel hands their cache write), then stored as the cache type
 // stores any input. docs/layouts.md gives the rounding of each option.
 enum class RopeStyle : int32_t { kNeox = 0, kGptj = 1 };
+enum class RopeCosSinRows : int32_t { kByPosition = 0, kByRow = 1 };
 enum class RopeRounding : int32_t {
   // vLLM rotary_embedding: 16-bit inputs round each product and the sum to the input type, and
   // cos / sin are first rounded to it (vLLM holds the cache in the query's dtype).
@@ -196,7 +202,8 @@ enum class RopeRounding : int32_t {
 };
 
 struct RotaryEmbedding {
-  const void* positions = nullptr;         // device [num_tokens]; nullptr: no rotation
+  const void* positions = nullptr;         // device [num_tokens]; nullptr: no rotation (unless
+                                           // cos_sin_rows is kByRow: then unread)
   SlotType positions_type = SlotType::kInt64;  // kInt32 | kInt64
   const void* cos_sin_cache = nullptr;     // device [max_position, >= rotary_dim], 16-byte
                                            // aligned rows
@@ -220,7 +227,15 @@ struct RotaryEmbedding {
   void* key_out = nullptr;
   int64_t key_out_token_stride = 0;
   int64_t key_out_head_stride = 0;
+  // Which cos/sin row a row rotates by: its position's, or its own (cos_sin_cache [num_tokens or
+  // more, >= rotary_dim]).
+  RopeCosSinRows cos_sin_rows = RopeCosSinRows::kByPosition;
 };
+
+// Whether a store rotates: positions given, or a cos/sin row per row.
+inline bool rotates(const RotaryEmbedding& r) {
+  return r.positions != nullptr || r.cos_sin_rows == RopeCosSinRows::kByRow;
+}
 
 struct FusedStoreParams {
   Batch batch;
@@ -248,7 +263,7 @@ struct FusedStoreParams {
   // query [num_tokens, num_query_heads, 64] bf16; key_out [num_tokens, 64] bf16, one head). A
   // real row whose position is outside the cos/sin cache stores no KV record, Q or key_out; its
   // index-K, which is not rotated here, is stored as without RoPE. Enabled when
-  // rotary.positions != nullptr.
+  // rotates(rotary).
   RotaryEmbedding rotary;
 };
 CACHESTORE_EXPORT Status fused_store_cache(const FusedStoreParams& params, cudaStream_t stream);

@@ -186,10 +186,12 @@ typedef struct cachestore_index_k_fp4_params_t {
   cachestore_page_table_t page_table;           /* slots.slot_type CACHESTORE_SLOT_PAGE_TABLE */
 } cachestore_index_k_fp4_params_t;
 
-/* RoPE fused into a store (cachestore.h RotaryEmbedding); positions NULL: no rotation.
+/* RoPE fused into a store (cachestore.h RotaryEmbedding); positions NULL: no rotation, unless
+ * cos_sin_rows is CACHESTORE_ROPE_COS_SIN_BY_ROW (row i rotates by cos_sin_cache row i).
  * Strides in elements of the input type (cos_sin_stride: of cos_sin_type; 0 = rotary_dim). */
 enum { CACHESTORE_ROPE_NEOX = 0, CACHESTORE_ROPE_GPTJ = 1 };
 enum { CACHESTORE_ROPE_ROUND_INPUT_TYPE = 0, CACHESTORE_ROPE_ROUND_FP32 = 1 };
+enum { CACHESTORE_ROPE_COS_SIN_BY_POSITION = 0, CACHESTORE_ROPE_COS_SIN_BY_ROW = 1 };
 typedef struct cachestore_rope_t {
   const void* positions;  /* device [num_tokens] */
   int32_t positions_type; /* CACHESTORE_SLOT_INT32 | _INT64 */
@@ -206,6 +208,9 @@ typedef struct cachestore_rope_t {
   void* query_out; int64_t query_out_token_stride; int64_t query_out_head_stride;
   /* NULL: none; k's data: in place */
   void* key_out; int64_t key_out_token_stride; int64_t key_out_head_stride;
+  /* Appended in 0.9 (136 bytes; the params structs that end with it grow with it): */
+  int32_t cos_sin_rows;   /* CACHESTORE_ROPE_COS_SIN_*; 0 = by position */
+  int32_t pad_rope0;
 } cachestore_rope_t;
 
 typedef struct cachestore_fused_store_params_t {
@@ -229,7 +234,7 @@ typedef struct cachestore_fused_store_params_t {
   cachestore_page_table_t index_page_table;
   /* Appended in 0.8 (464 bytes): RoPE of the rows' RoPE part and of Q's in the same launch
    * (cachestore.h FusedStoreParams::rotary: bf16, rotary_dim 64). */
-  cachestore_rope_t rotary;
+  cachestore_rope_t rotary;                     /* 472 bytes from 0.9 (cos_sin_rows) */
 } cachestore_fused_store_params_t;
 
 /* One side (K or V) of store_paged_kv: the input and the cache view (cachestore.h). */
@@ -273,7 +278,7 @@ typedef struct cachestore_paged_kv_params_t {
    * sides' scale is then the global decode scale. */
   cachestore_block_scales_t k_block_scales;
   cachestore_block_scales_t v_block_scales;
-  /* Appended in 0.8 (512 bytes): RoPE in the same launch. */
+  /* Appended in 0.8 (512 bytes; 520 from 0.9, cos_sin_rows): RoPE in the same launch. */
   cachestore_rope_t rope;
 } cachestore_paged_kv_params_t;
 

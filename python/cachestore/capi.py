@@ -83,7 +83,7 @@ class Rope(ctypes.Structure):
                 ("query", vp), ("query_token_stride", i64), ("query_head_stride", i64),
                 ("query_out", vp), ("query_out_token_stride", i64),
                 ("query_out_head_stride", i64), ("key_out", vp), ("key_out_token_stride", i64),
-                ("key_out_head_stride", i64)]
+                ("key_out_head_stride", i64), ("cos_sin_rows", i32), ("pad_rope0", i32)]
 
 
 class FusedStoreParams(_Params):

@@ -21,7 +21,7 @@ inline int32_t index_page_size(const FusedStoreParams& p) {
                                               : p.index_cache.page_size;
 }
 
-// The rotation of a rotating store (p.rotary.positions set): the rows' RoPE parts (64 bf16) and
+// The rotation of a rotating store (rotates(p.rotary)): the rows' RoPE parts (64 bf16) and
 // Q's, 8 values a unit, a NeoX unit being a pair of vectors 32 values apart; a Q thread takes one
 // unit in q_heads heads, so a row has num_query_heads / q_heads threads a unit.
 inline kernels::MlaRopeArgs mla_rope_args(const FusedStoreParams& p, int32_t q_heads) {

@@ -181,6 +181,7 @@ struct BlockScaleArgs {
 struct RopeArgs {
   const void* positions;        // device [num_tokens] int32 | int64
   const uint8_t* cos_sin;       // device [max_position, cos_sin_stride] of cos_sin_type
+                                // (cos_sin_by_row: row i's own row; positions unread)
   int64_t cos_sin_stride;       // bytes
   int64_t max_position;
   int32_t half_rot;             // rotary_dim / 2: the sin offset and NeoX's partner (elements)
@@ -189,7 +190,7 @@ struct RopeArgs {
   uint8_t positions_int64;
   uint8_t cos_sin_type;         // KvDataType
   uint8_t input_rounding;       // RopeRounding::kInputType
-  uint8_t pad0;
+  uint8_t cos_sin_by_row;       // RopeCosSinRows::kByRow
   // Q: units j >= q_begin of a row, as many a head as K's (k.vecs_per_head).
   int32_t q_begin;
   const uint8_t* q;             // element strides of the input type

@@ -64,29 +64,48 @@ __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, con
 }
 
 // The rotation of a rotating MLA row's RoPE part (fused_store_cache with RotaryEmbedding): the
-// row's position loads beside its inputs (every lane: the verdict needs it); then each lane that
-// holds RoPE values rotates them, a NeoX partner (32 values on) shuffled from the lane that holds
-// it, in the same warp. A row rotates when it is real and its position is in the cos/sin cache;
-// a real row past the cache is counted once and stores nothing. The rotated values are bf16
-// (rounded by the peer's rule), what the layout then stores, and key_out's.
+// row's position loads beside its inputs (every lane: the verdict needs it), and each lane that
+// holds RoPE values loads its cos/sin as soon as the position is there, before the count and the
+// slot decide (cos_sin_row: the cache is read-only, and a position outside it reads row 0, which
+// nothing stores); then each such lane rotates its values, a NeoX partner (32 values on)
+// shuffled from the lane that holds it, in the same warp. A row rotates when it is real and its
+// position is in the cos/sin cache; a real row past the cache is counted once and stores
+// nothing. The rotated values are bf16 (rounded by the peer's rule), what the layout then stores,
+// and key_out's. A rotating row holds 8 values a lane.
 struct MlaRowRotation {
+  static constexpr int kVals = 8;
   const RopeArgs& r;
+  const int64_t input_row;
   const uint8_t* position_src;
   int64_t position = 0;
+  float c[kVals], s[kVals];  // the lane's cos / sin: NeoX 8 of each, GPT-J the first 4
 
   // `input_row`: the row whose inputs the lanes read (mla_input_row).
   __device__ __forceinline__ MlaRowRotation(const RopeArgs& rope, int64_t input_row)
-      : r(rope), position_src(position_address(rope, input_row)) {}
+      : r(rope), input_row(input_row), position_src(position_address(rope, input_row)) {}
 
+  // The position, then the cos/sin of a lane that holds RoPE values d0 .. d0 + 7 (`rope_lane`).
   template <bool kPdl>
-  __device__ __forceinline__ void load_position() {
-    position = kernels::load_position<kPdl>(r, position_src);
+  __device__ __forceinline__ void load_position(bool rope_lane, int32_t d0) {
+    position = kernels::load_position<kPdl>(r, position_src, input_row);
+    if (!rope_lane) return;
+    const uint8_t* row = cos_sin_row(r, position);
+    if (r.pair_units > 0) {
+      load_cos_sin<KvDataType::kBf16>(r, row, d0 < r.half_rot ? d0 : d0 - r.half_rot, c, s);
+    } else {
+      float c4[kVals / 2], s4[kVals / 2];
+      load_cos_sin<KvDataType::kBf16>(r, row, d0 / 2, c4, s4);
+#pragma unroll
+      for (int i = 0; i < kVals / 2; ++i) {
+        c[i] = c4[i];
+        s[i] = s4[i];
+      }
+    }
   }
 
-  // The lane's kVals RoPE values `w` (bf16 pairs; `rope_lane`: it holds RoPE values d0 ..
-  // d0 + kVals - 1) rotated; whether the row rotates. Called by every lane of the row's warps
-  // (the row is uniform in a warp), so that NeoX's shuffles see the whole warp.
-  template <int kVals>
+  // The lane's 8 RoPE values `w` (bf16 pairs; `rope_lane`: it holds RoPE values d0 .. d0 + 7)
+  // rotated; whether the row rotates. Called by every lane of the row's warps (the row is
+  // uniform in a warp), so that NeoX's shuffles see the whole warp.
   __device__ __forceinline__ bool rotate(const GuardArgs& guard, int64_t row, int64_t n, bool live,
                                          bool leader, bool rope_lane, int32_t d0,
                                          uint32_t (&w)[kVals / 2]) const {
@@ -95,9 +114,9 @@ struct MlaRowRotation {
     if (leader && real && !in_cache && guard.diagnostics != nullptr)
       atomicAdd(&guard.diagnostics->out_of_range_positions, 1ull);
     if (!real || !in_cache) return false;
-    // Four values at a time, so that a row of 16 values a lane stays within its registers. NeoX
-    // pairs d and d + 32 sit on lanes 32 / kVals apart; every lane shuffles (the row is the
-    // warp's), the RoPE lanes rotate.
+    // Four values at a time, so that the row stays within its registers. NeoX pairs d and d + 32
+    // sit on lanes 32 / kVals apart; every lane shuffles (the row is the warp's), the RoPE lanes
+    // rotate.
     constexpr int kGroup = 4;
     constexpr int kPartnerLanes = layout::kRopeDim / 2 / kVals;
     const bool neox = r.pair_units > 0;
@@ -116,18 +135,21 @@ struct MlaRowRotation {
 #pragma unroll
       for (int i = 0; i < kGroup / 2; ++i) decode_bf16x2(words[i], v + 2 * i);
       if (neox) {
-        float p[kGroup], c[kGroup], s[kGroup];
+        float p[kGroup];
 #pragma unroll
         for (int i = 0; i < kGroup / 2; ++i) decode_bf16x2(partner[i], p + 2 * i);
-        load_cos_sin<KvDataType::kBf16>(r, position, (first ? d0 : d0 - r.half_rot) + kGroup * g,
-                                        c, s);
 #pragma unroll
         for (int i = 0; i < kGroup; ++i)
-          v[i] = rotate_value<KvDataType::kBf16>(v[i], p[i], c[i], s[i], first, r.input_rounding);
+          v[i] = rotate_value<KvDataType::kBf16>(v[i], p[i], c[kGroup * g + i],
+                                                 s[kGroup * g + i], first, r.input_rounding);
       } else {  // GPT-J: pairs (2i, 2i + 1) inside the lane
-        float c[kGroup / 2], s[kGroup / 2];
-        load_cos_sin<KvDataType::kBf16>(r, position, (d0 + kGroup * g) / 2, c, s);
-        rotate_adjacent_pairs<KvDataType::kBf16>(v, c, s, r.input_rounding);
+        float cg[kGroup / 2], sg[kGroup / 2];
+#pragma unroll
+        for (int i = 0; i < kGroup / 2; ++i) {
+          cg[i] = c[kGroup / 2 * g + i];
+          sg[i] = s[kGroup / 2 * g + i];
+        }
+        rotate_adjacent_pairs<KvDataType::kBf16>(v, cg, sg, r.input_rounding);
       }
 #pragma unroll
       for (int i = 0; i < kGroup / 2; ++i)  // exact: each value is a bf16 already
@@ -138,10 +160,7 @@ struct MlaRowRotation {
     if (!rope_lane) return true;
     if (r.k_out != nullptr) {
       uint8_t* out = r.k_out + 2 * (row * r.k_out_token_stride + d0);
-#pragma unroll
-      for (int i = 0; i < kVals / 8; ++i)
-        store_vec(out + 16 * i, uint4{w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]});
-      if constexpr (kVals == 4) *reinterpret_cast<uint2*>(out) = uint2{w[0], w[1]};
+      store_vec(out, uint4{w[0], w[1], w[2], w[3]});
     }
     return true;
   }
@@ -168,16 +187,19 @@ __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& gu
   const uint16_t* src = nope_or_rope_source<kN>(a, input_row, lane, nope_lanes);
   GuardSources<SlotT> sources(guard, a.slots, table, row);
   if constexpr (kRope) {
+    static_assert(kN == MlaRowRotation::kVals, "a rotating row holds 8 values a lane");
     MlaRowRotation rotation(*rope, input_row);
     begin_row<kPdl>(guard, sources, src, rotation.position_src);
     x = Bf16Vals<kN>::template load<kPdl>(src);
-    rotation.template load_position<kPdl>();
+    const bool rope_lane = lane >= nope_lanes;
+    const int32_t d0 = kN * (lane - nope_lanes);
+    rotation.template load_position<kPdl>(rope_lane, d0);
     return guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, live, x,
                                            [&](int64_t n) {
       uint32_t w[kN / 2];
       x.words(w);
-      const bool rotated = rotation.template rotate<kN>(
-          guard, row, n, live, lane == 0, lane >= nope_lanes, kN * (lane - nope_lanes), w);
+      const bool rotated =
+          rotation.rotate(guard, row, n, live, lane == 0, rope_lane, d0, w);
       x.set_words(w);
       return rotated;
     });

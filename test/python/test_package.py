@@ -81,7 +81,7 @@ def test_library_check_without_a_store():
 def test_struct_sizes_are_the_headers():
     """The ctypes mirrors have the C structs' current sizes (c_api.cpp's ReleasedSizes end)."""
     sizes = {capi.IndexKBf16Params: 112, capi.IndexKFp8Params: 152, capi.IndexKFp4Params: 152,
-             capi.FusedStoreParams: 464, capi.PagedKvParams: 512, capi.Rope: 128,
+             capi.FusedStoreParams: 472, capi.PagedKvParams: 520, capi.Rope: 136,
              capi.PageTable: 32, capi.BlockScales: 32, capi.KvCacheTypeInfo: 40}
     for struct, size in sizes.items():
         assert ctypes.sizeof(struct) == size, struct.__name__

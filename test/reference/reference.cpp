@@ -284,7 +284,7 @@ static_assert(sizeof kMlaRowReferences / sizeof kMlaRowReferences[0] == layout::
 }  // namespace
 
 namespace {
-// fused_store_cache's RoPE (p.rotary.positions set): the rows' RoPE parts, rotated where the row
+// fused_store_cache's RoPE (rotates(p.rotary)): the rows' RoPE parts, rotated where the row
 // rotates (real, its position in the cos/sin cache: `rotated`), with the out-of-range positions
 // counted and Q and key_out written. Defined below, beside store_paged_kv's RoPE.
 std::vector<uint16_t> rotate_mla_rope(const FusedStoreParams& p, std::vector<bool>* rotated);
@@ -298,7 +298,7 @@ void fused_store_cache(const FusedStoreParams& p) {
   std::vector<uint16_t> rotated_rope;
   const void* rope = p.rope;
   int64_t rope_row_stride = p.rope_row_stride;
-  if (p.rotary.positions != nullptr) {
+  if (rotates(p.rotary)) {
     rotated_rope = rotate_mla_rope(p, &rotated);
     rope = rotated_rope.data();
     rope_row_stride = layout::kRopeDim;
@@ -421,7 +421,9 @@ float rotate(KvDataType t, bool input_rounding, float own, float partner, float 
   return round_to(t, std::fma(own, c, first ? -b : b));
 }
 
+// A row's cos/sin row: its position's, or its own (RopeCosSinRows::kByRow).
 int64_t rope_position(const RotaryEmbedding& r, int64_t row) {
+  if (r.cos_sin_rows == RopeCosSinRows::kByRow) return row;
   return r.positions_type == SlotType::kInt64 ? static_cast<const int64_t*>(r.positions)[row]
                                               : static_cast<const int32_t*>(r.positions)[row];
 }
@@ -557,7 +559,7 @@ std::vector<uint16_t> rotate_mla_rope(const FusedStoreParams& p, std::vector<boo
 }  // namespace
 
 void store_paged_kv(const PagedKvParams& p) {
-  if (p.rope.positions != nullptr) return store_paged_kv_rope(p);
+  if (rotates(p.rope)) return store_paged_kv_rope(p);
   for_each_stored_row(p.batch, p.slots, p.num_pages * p.page_size, p.page_size,
                       [&](int64_t row, int64_t slot) {
     const int64_t page = slot / p.page_size, in_page = slot % p.page_size;
