@@ -78,6 +78,8 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
       return f(std::integral_constant<int, tuning::kMlaRopeWideQHeads>{});
     return f(std::integral_constant<int, 1>{});
   };
+  // A rotating row of 16 values a lane runs without the fused index-K only (with_values).
+  constexpr bool kIndexAtThisWidth = !(kRope && kN == 16);
   return with_pdl(pdl, [&](auto pdl_constant) {
     constexpr bool kPdl = decltype(pdl_constant)::value;
     if (p.index_k == nullptr) {
@@ -102,7 +104,9 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
     return with_dim([&](auto dim) {
       constexpr int kDim = decltype(dim)::value;
       const kernels::PageTableArgs index_table = page_table_args(p.index_slots, index_page_size(p));
-      if constexpr (kRope)
+      if constexpr (kRope && !kIndexAtThisWidth)
+        return Status::kErrorNotSupported;  // never taken: with_values gives 8 values a lane
+      else if constexpr (kRope)
         return with_q_heads([&](auto heads) {
           return launch_store(kernels::fused_rope_store_kernel<kLayout, kKvRule, kIndex, SlotT,
                                                                kN, kPdl, kDim,
@@ -132,13 +136,11 @@ Status launch_mla_store(const FusedStoreParams& p, const ArchInfo& arch, cudaStr
                             int32_row_stride(p.rope_row_stride, p.batch.num_tokens)};
   constexpr bool kRuleVaries =
       layout::mla_layout(kLayout).scale_rule == layout::RuleUse::kSelectable;
-  // A rotating row holds 8 values a lane: at 16 its rotation does not fit the fused kernel's
-  // registers (local memory).
+  // A rotating row with the fused index-K holds 8 values a lane: at 16 its rotation does not fit
+  // that kernel's registers (local memory). Without it, the store's values a lane.
   const auto with_values = [&](auto&& f) {
-    if constexpr (kRope)
-      return f(std::integral_constant<int, 8>{});
-    else
-      return with_values_per_lane<false>(arch, p.batch.num_tokens, f);
+    if (kRope && p.index_k != nullptr) return f(std::integral_constant<int, 8>{});
+    return with_values_per_lane<false>(arch, p.batch.num_tokens, f);
   };
   return with_values([&](auto values) {
     constexpr int kN = decltype(values)::value;

@@ -71,20 +71,22 @@ __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, con
 // shuffled from the lane that holds it, in the same warp. A row rotates when it is real and its
 // position is in the cos/sin cache; a real row past the cache is counted once and stores
 // nothing. The rotated values are bf16 (rounded by the peer's rule), what the layout then stores,
-// and key_out's. A rotating row holds 8 values a lane.
+// and key_out's. kVals: the RoPE values a lane holds (8 or 16).
+template <int kVals>
 struct MlaRowRotation {
-  static constexpr int kVals = 8;
+  static_assert(kVals == 8 || kVals == 16, "8 or 16 RoPE values a lane");
   const RopeArgs& r;
   const int64_t input_row;
   const uint8_t* position_src;
   int64_t position = 0;
-  float c[kVals], s[kVals];  // the lane's cos / sin: NeoX 8 of each, GPT-J the first 4
+  float c[kVals], s[kVals];  // the lane's cos / sin: NeoX kVals of each, GPT-J the first half
 
   // `input_row`: the row whose inputs the lanes read (mla_input_row).
   __device__ __forceinline__ MlaRowRotation(const RopeArgs& rope, int64_t input_row)
       : r(rope), input_row(input_row), position_src(position_address(rope, input_row)) {}
 
-  // The position, then the cos/sin of a lane that holds RoPE values d0 .. d0 + 7 (`rope_lane`).
+  // The position, then the cos/sin of a lane that holds RoPE values d0 .. d0 + kVals - 1
+  // (`rope_lane`).
   template <bool kPdl>
   __device__ __forceinline__ void load_position(bool rope_lane, int32_t d0) {
     position = kernels::load_position<kPdl>(r, position_src, input_row);
@@ -103,8 +105,8 @@ struct MlaRowRotation {
     }
   }
 
-  // The lane's 8 RoPE values `w` (bf16 pairs; `rope_lane`: it holds RoPE values d0 .. d0 + 7)
-  // rotated; whether the row rotates. Called by every lane of the row's warps (the row is
+  // The lane's kVals RoPE values `w` (bf16 pairs; `rope_lane`: it holds RoPE values d0 ..
+  // d0 + kVals - 1) rotated; whether the row rotates. Called by every lane of the row's warps (the row is
   // uniform in a warp), so that NeoX's shuffles see the whole warp.
   __device__ __forceinline__ bool rotate(const GuardArgs& guard, int64_t row, int64_t n, bool live,
                                          bool leader, bool rope_lane, int32_t d0,
@@ -160,7 +162,9 @@ struct MlaRowRotation {
     if (!rope_lane) return true;
     if (r.k_out != nullptr) {
       uint8_t* out = r.k_out + 2 * (row * r.k_out_token_stride + d0);
-      store_vec(out, uint4{w[0], w[1], w[2], w[3]});
+#pragma unroll
+      for (int i = 0; i < kVals / 8; ++i)
+        store_vec(out + 16 * i, uint4{w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]});
     }
     return true;
   }
@@ -187,8 +191,7 @@ __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& gu
   const uint16_t* src = nope_or_rope_source<kN>(a, input_row, lane, nope_lanes);
   GuardSources<SlotT> sources(guard, a.slots, table, row);
   if constexpr (kRope) {
-    static_assert(kN == MlaRowRotation::kVals, "a rotating row holds 8 values a lane");
-    MlaRowRotation rotation(*rope, input_row);
+    MlaRowRotation<kN> rotation(*rope, input_row);
     begin_row<kPdl>(guard, sources, src, rotation.position_src);
     x = Bf16Vals<kN>::template load<kPdl>(src);
     const bool rope_lane = lane >= nope_lanes;

@@ -34,7 +34,7 @@ struct MlaRow<MlaLayout::kV32> {
     };
     const auto [amax, pos, stored] = [&]() {
       if constexpr (kRope) {  // lanes 0..7 rotate their RoPE vector (MlaRowRotation)
-        MlaRowRotation rotation(*rope, input_row);
+        MlaRowRotation<8> rotation(*rope, input_row);
         begin_row<kPdl>(guard, sources, nope, rope_src, rotation.position_src);
         load();
         rotation.template load_position<kPdl>(lane < kRopeLanes, 8 * lane);
