@@ -162,6 +162,8 @@ inline kernels::RopeArgs rope_args(const RotaryEmbedding& r, int32_t pair_units,
           static_cast<const uint8_t*>(r.cos_sin_cache),
           (r.cos_sin_stride == 0 ? r.rotary_dim : r.cos_sin_stride) * kv_input_bytes(r.cos_sin_type),
           r.max_position,
+          static_cast<uint8_t*>(r.key_out),
+          r.key_out_token_stride,
           r.rotary_dim / 2,
           pair_units,
           rotated_units,
@@ -169,16 +171,14 @@ inline kernels::RopeArgs rope_args(const RotaryEmbedding& r, int32_t pair_units,
           static_cast<uint8_t>(r.cos_sin_type),
           static_cast<uint8_t>(r.rounding == RopeRounding::kInputType),
           static_cast<uint8_t>(r.cos_sin_rows == RopeCosSinRows::kByRow),
+          r.key_out_head_stride,
           q_begin,
           query,
           r.query_token_stride,
           r.query_head_stride,
           q_in_place ? query : static_cast<uint8_t*>(r.query_out),
           q_in_place ? r.query_token_stride : r.query_out_token_stride,
-          q_in_place ? r.query_head_stride : r.query_out_head_stride,
-          static_cast<uint8_t*>(r.key_out),
-          r.key_out_token_stride,
-          r.key_out_head_stride};
+          q_in_place ? r.query_head_stride : r.query_out_head_stride};
 }
 
 }  // namespace cachestore::detail

@@ -87,7 +87,7 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
         return with_q_heads([&](auto heads) {
           return launch_store(kernels::mla_rope_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl,
                                                              decltype(heads)::value>,
-                              grid, block, stream, pdl_constant, guard, kv, kv_table, rope);
+                              grid, block, stream, pdl_constant, guard, kv, rope, kv_table);
         });
       else
         return launch_store(kernels::mla_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl>, grid,
@@ -102,7 +102,7 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
         return with_index_k_dim<kN>(index.head_dim, f);
     };
     return with_dim([&](auto dim) {
-      constexpr int kDim = decltype(dim)::value;
+      [[maybe_unused]] constexpr int kDim = decltype(dim)::value;
       const kernels::PageTableArgs index_table = page_table_args(p.index_slots, index_page_size(p));
       if constexpr (kRope && !kIndexAtThisWidth)
         return Status::kErrorNotSupported;  // never taken: with_values gives 8 values a lane
@@ -111,8 +111,8 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
           return launch_store(kernels::fused_rope_store_kernel<kLayout, kKvRule, kIndex, SlotT,
                                                                kN, kPdl, kDim,
                                                                decltype(heads)::value>,
-                              grid, block, stream, pdl_constant, guard, kv, index, kv_table,
-                              index_table, rope);
+                              grid, block, stream, pdl_constant, guard, kv, index, rope,
+                              kv_table, index_table);
         });
       else
         return launch_store(kernels::fused_store_kernel<kLayout, kKvRule, kIndex, SlotT, kN,

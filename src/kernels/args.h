@@ -1,6 +1,7 @@
 // Kernel parameter structs: plain values the launchers fill after validation.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "cachestore/cachestore.h"
@@ -177,13 +178,16 @@ struct BlockScaleArgs {
 // store_paged_kv with RoPE: the rotation's operands, a trailing parameter of the rotating
 // kernels only. A unit is what one thread rotates and stores: NeoX, a pair of vectors (d and
 // d + rotary_dim / 2) below rotary_dim / 2, else one vector; GPT-J, one vector. Vector u of a head
-// covers d in [kW u, kW u + kW).
+// covers d in [kW u, kW u + kW). What a K row reads fills the first 64 bytes, one constant-bank
+// line: a parameter line a kernel touches first is a miss on the row's chain.
 struct RopeArgs {
   const void* positions;        // device [num_tokens] int32 | int64
   const uint8_t* cos_sin;       // device [max_position, cos_sin_stride] of cos_sin_type
                                 // (cos_sin_by_row: row i's own row; positions unread)
   int64_t cos_sin_stride;       // bytes
   int64_t max_position;
+  uint8_t* k_out;               // nullptr: none; == the K input: in place
+  int64_t k_out_token_stride;
   int32_t half_rot;             // rotary_dim / 2: the sin offset and NeoX's partner (elements)
   int32_t pair_units;           // NeoX: rotary_dim / (2 kW) units that are pairs; GPT-J: 0
   int32_t rotated_units;        // units that rotate: NeoX pair_units, GPT-J rotary_dim / kW
@@ -191,6 +195,7 @@ struct RopeArgs {
   uint8_t cos_sin_type;         // KvDataType
   uint8_t input_rounding;       // RopeRounding::kInputType
   uint8_t cos_sin_by_row;       // RopeCosSinRows::kByRow
+  int64_t k_out_head_stride;
   // Q: units j >= q_begin of a row, as many a head as K's (k.vecs_per_head).
   int32_t q_begin;
   const uint8_t* q;             // element strides of the input type
@@ -199,14 +204,13 @@ struct RopeArgs {
   uint8_t* q_out;               // == q: in place (the unrotated vectors are not written)
   int64_t q_out_token_stride;
   int64_t q_out_head_stride;
-  uint8_t* k_out;               // nullptr: none; == the K input: in place
-  int64_t k_out_token_stride;
-  int64_t k_out_head_stride;
 };
+static_assert(offsetof(RopeArgs, k_out_head_stride) == 64, "a K row's fields in 64 bytes");
 
 // fused_store_cache with RoPE (mla_rope kernels): the rotation of the rows' RoPE parts (`rope`:
 // half_rot 32; pair_units > 0 for NeoX; q_begin unused) and Q's RoPE part, rotated by the blocks
 // with blockIdx.y >= 1: unit u of a block's rows is row u / q_units_per_row, unit u % that.
+// The rotating MLA kernels take it right after MlaArgs (0x280: the line after the row's).
 struct MlaRopeArgs {
   RopeArgs rope;
   FastDivmod q_units_per_row;   // num_query_heads * q_units_per_head; divisor 1 and no Q blocks

@@ -155,8 +155,8 @@ __device__ __forceinline__ void rotate_query_units(const GuardArgs& guard, const
 template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl, int kQHeads>
 __global__ void __launch_bounds__(tuning::kMaxBlockThreads,
                                   tuning::kMlaRopeThreadsPerSm / tuning::kMaxBlockThreads)
-mla_rope_store_kernel(const GuardArgs guard, const MlaArgs kv, const PageTableArgs kv_table,
-                      const __grid_constant__ MlaRopeArgs rope) {
+mla_rope_store_kernel(const GuardArgs guard, const MlaArgs kv,
+                      const __grid_constant__ MlaRopeArgs rope, const PageTableArgs kv_table) {
   if (blockIdx.y != 0) return rotate_query_units<kPdl, kQHeads>(guard, rope);
   mla_store_rows<kLayout, kRule, SlotT, kN, kPdl, true>(guard, kv, kv_table, &rope.rope);
 }
@@ -166,8 +166,8 @@ template <MlaLayout kLayout, ScaleRule kKvRule, IndexKFormat kIndex, typename Sl
 __global__ void __launch_bounds__(tuning::kMaxBlockThreads,
                                   tuning::kMlaRopeThreadsPerSm / tuning::kMaxBlockThreads)
 fused_rope_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs index,
-                        const PageTableArgs kv_table, const PageTableArgs index_table,
-                        const __grid_constant__ MlaRopeArgs rope) {
+                        const __grid_constant__ MlaRopeArgs rope, const PageTableArgs kv_table,
+                        const PageTableArgs index_table) {
   if (blockIdx.y != 0) return rotate_query_units<kPdl, kQHeads>(guard, rope);
   fused_store_rows<kLayout, kKvRule, kIndex, SlotT, kN, kPdl, kIndexDim, true>(
       guard, kv, index, kv_table, index_table, &rope.rope);
