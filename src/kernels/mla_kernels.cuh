@@ -132,11 +132,11 @@ __device__ __forceinline__ void rotate_query_units(const GuardArgs& guard, const
     if (unit.pair) y[k][0] = load_global<kPdl>(reinterpret_cast<const uint4*>(partner_src[k]));
   }
   const int64_t position = load_position<kPdl>(r, position_src, row);
-  // The heads' cos/sin before the guard decides (cos_sin_row: read-only, inside the cache).
-  const UnitCosSin<8> cos_sin =
-      load_unit_cos_sin<KvDataType::kBf16, 8>(r, unit, cos_sin_row(r, position));
   const int64_t n = count.template load_count<kPdl>(guard);
   if (row >= n || position < 0 || position >= r.max_position) return;
+  // After the guard: read before it, the heads' cos/sin measured slower (Q blocks of 16 heads).
+  const UnitCosSin<8> cos_sin =
+      load_unit_cos_sin<KvDataType::kBf16, 8>(r, unit, cos_sin_row(r, position));
 #pragma unroll
   for (int k = 0; k < kHeads; ++k) {
     float v[8], w[8];

@@ -51,9 +51,6 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
       y[i] = load_global<kPdl>(reinterpret_cast<const uint4*>(partner_src) + i);
   }
   const int64_t position = load_position<kPdl>(r, position_src, row);
-  // The unit's cos/sin before the guard decides (cos_sin_row: read-only, inside the cache).
-  UnitCosSin<kW> cos_sin;
-  if (unit.rotated) cos_sin = load_unit_cos_sin<kIn, kW>(r, unit, cos_sin_row(r, position));
   float scale = 0.0f;
   if constexpr (kCache != KvCacheType::kAuto) {
     if (!is_q) scale = load_global<kPdl>(scale_src);
@@ -91,7 +88,10 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
   // they are encoded back to the input type only for what writes input-type bits.
   float v[kW], w[kW];
   if (unit.rotated) {
-    rotate_unit<kIn>(r, unit, cos_sin, x, y, v, w);
+    // The cos/sin after the guard: read before it, they cost this kernel occupancy (registers)
+    // and time at every size.
+    rotate_unit<kIn>(r, unit, load_unit_cos_sin<kIn, kW>(r, unit, cos_sin_row(r, position)), x,
+                     y, v, w);
     if (write_out || kCache == KvCacheType::kAuto) {
       encode_values<kIn>(v, x);
       if (unit.pair) encode_values<kIn>(w, y);
