@@ -160,6 +160,42 @@ Status store_mla576(const Node& node, KvCacheType type) {
   return store_paged_kv(kv, node.stream);
 }
 
+// vLLM's concat_and_cache_mla_rope_fused at DeepSeek's TP 8: rows [kv_c 512 | k_pe 64 | q_pe 16 x
+// 64], k_pe and q_pe rotated in place (GPT-J, each operation rounded to bf16, as vLLM computes),
+// the rotated k_pe stored after kv_c in 576-element entries (K = k_pe, V = kv_c, one head).
+constexpr int32_t kMlaRopeQHeads = 16;
+constexpr int64_t kMla576RopeWidth = layout::kMlaRowDim + kMlaRopeQHeads * 64;
+Status store_mla576_rope(const Node& node, KvCacheType type) {
+  const layout::KvStrides st = layout::kv_mla_row_strides(kKvPage);
+  const int64_t element = type == KvCacheType::kAuto ? 2 : 1;
+  uint8_t* cache = thrust::raw_pointer_cast(g->k.data());
+  const float* scale = thrust::raw_pointer_cast(g->scales.data());
+  auto* row = const_cast<uint16_t*>(node.in);
+  PagedKvParams kv = node_params(node, type);
+  kv.num_pages = static_cast<int64_t>(g->k.size()) / element / st.page;
+  kv.k = {row + layout::kMlaKvcDim, kMla576RopeWidth, 0, 64};
+  kv.v = {row, kMla576RopeWidth, 0, layout::kMlaKvcDim};
+  kv.k_cache = {cache + element * layout::kMlaKvcDim, st.page, st.entry, st.head, scale, 0};
+  kv.v_cache = {cache, st.page, st.entry, st.head, scale, 0};
+  RotaryEmbedding& r = kv.rope;
+  r.positions = thrust::raw_pointer_cast(g->positions.data());
+  r.positions_type = SlotType::kInt64;
+  r.cos_sin_cache = thrust::raw_pointer_cast(g->cos_sin.data());
+  r.cos_sin_type = KvDataType::kBf16;
+  r.cos_sin_stride = kKvDim;  // the 128-wide table's rows, its first 64 columns
+  r.max_position = kRopePositions;
+  r.rotary_dim = 64;
+  r.style = RopeStyle::kGptj;
+  r.rounding = RopeRounding::kInputType;
+  r.num_query_heads = kMlaRopeQHeads;
+  r.query = row + layout::kMlaRowDim;
+  r.query_token_stride = kMla576RopeWidth;
+  r.query_head_stride = 64;
+  r.key_out = row + layout::kMlaKvcDim;  // in place, as vLLM rotates k_pe
+  r.key_out_token_stride = kMla576RopeWidth;
+  return store_paged_kv(kv, node.stream);
+}
+
 // vLLM's paged-attention layout of the H = 8, D = 128 caches (x = 16 bytes of the cache type).
 Status store_paged_attention(const Node& node, KvCacheType type) {
   const int32_t x = layout::kv_paged_attention_x(type == KvCacheType::kAuto ? 2 : 1);
@@ -224,6 +260,17 @@ const Family kPagedKv(
         {23, "paged_kv_mla576_fp8", 1736, 576, false, "naive_kv_two_nodes", true,
          "naive_k_one_node", mla576_capacity,
          [](const Node& node) { return store_mla576(node, KvCacheType::kFp8E4m3); },
+         layout::kMlaKvcDim, 64},
+        // The same rows with k_pe and q_pe rotated (vLLM's fused RoPE form): kv_c read (1024
+        // bytes), k_pe read and written (256), q_pe read and written (4096), the slot and the
+        // position, the entry written (1152 bytes; fp8 576).
+        {23, "paged_kv_mla576_rope", 6544, kMla576RopeWidth, false, nullptr, true,
+         "naive_k_one_node", mla576_capacity,
+         [](const Node& node) { return store_mla576_rope(node, KvCacheType::kAuto); },
+         layout::kMlaKvcDim, 64},
+        {23, "paged_kv_mla576_fp8_rope", 5968, kMla576RopeWidth, false, nullptr, true,
+         "naive_k_one_node", mla576_capacity,
+         [](const Node& node) { return store_mla576_rope(node, KvCacheType::kFp8E4m3); },
          layout::kMlaKvcDim, 64},
         {24, "paged_kv_nhd_fp32", 16392, 4096, false, nullptr, true, nullptr, kv_fp32_capacity,
          [](const Node& node) {
