@@ -191,9 +191,11 @@ const Family kMla(
         // the slot, the record written (528); by position (8 bytes, the table in L2) or by a
         // cos/sin row a row (256 bytes read), beside the store without RoPE.
         {37, "mla_v41_rope_k", 1568, 512, false, "mla_v41", true, "naive_bf16_scatter",
-         mla_capacity, [](const Node& node) { return mla_rope_k(node, RopeCosSinRows::kByPosition); }},
+         mla_capacity,
+         [](const Node& node) { return mla_rope_k(node, RopeCosSinRows::kByPosition); }},
         {37, "mla_v41_rope_k_by_row", 1816, 512, false, "mla_v41", true, "naive_bf16_scatter",
-         mla_capacity, [](const Node& node) { return mla_rope_k(node, RopeCosSinRows::kByRow); }},
+         mla_capacity,
+         [](const Node& node) { return mla_rope_k(node, RopeCosSinRows::kByRow); }},
     },
     [] {
       g_caches = new thrust::device_vector<uint8_t>[layout::kNumMlaLayouts];

@@ -477,6 +477,10 @@ Status check_rope(const PagedKvParams& p) {
   const bool nvfp4 = p.cache_type == KvCacheType::kNvfp4;
   const int32_t width = nvfp4 ? 16 : 8;  // values a thread
   CACHESTORE_RETURN_IF_ERROR(check_style_and_rounding(r, "rope"));
+  if (r.cos_sin_rows == RopeCosSinRows::kByRow)
+    return fail(Status::kErrorNotSupported,
+                "rope.cos_sin_rows = kByRow: store_paged_kv rotates by position (positions and a "
+                "cos/sin table; fused_store_cache takes a cos/sin row a row)");
   const int32_t multiple = r.style == RopeStyle::kNeox ? 2 * width : width;
   if (r.rotary_dim <= 0 || r.rotary_dim > p.k.head_dim || r.rotary_dim % multiple != 0)
     return fail(Status::kErrorNotSupported,

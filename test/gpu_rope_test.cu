@@ -68,13 +68,11 @@ TEST_P(RopeSweep, CachesQueryAndKeyOutMatchReference) {
     r.cos_sin_type = cos_sin[(v / 3) % 3];
     r.positions_type = v % 2 == 0 ? SlotType::kInt64 : SlotType::kInt32;
     r.max_position = 1000 + static_cast<int64_t>(v % 5);
-    r.by_row = variant == 3;  // K only, rotated by cos/sin row i
     SCOPED_TRACE("variant " + std::to_string(variant) + (s.layout == KvLayout::kNhd ? " NHD" : " HND") +
                  " H " + std::to_string(s.heads) + " D " + std::to_string(s.k_dim) + " Dv " +
                  std::to_string(s.v_dim) + " Hq " + std::to_string(r.q_heads) + " rot " +
                  std::to_string(r.rotary_dim) + " " + slot_type_name(s.slot_type) +
-                 (r.rounding == RopeRounding::kFp32 ? " fp32 rounding" : " input rounding") +
-                 (r.by_row ? " by row" : ""));
+                 (r.rounding == RopeRounding::kFp32 ? " fp32 rounding" : " input rounding"));
     KvCase c(s);
     LaunchOptions launch;
     launch.enable_pdl = variant % 2 == 1;
@@ -161,8 +159,6 @@ TEST_P(RopeReplay, GraphReplayNeverTouchesPaddingRows) {
     case 3: s.input_type = KvDataType::kFp16; s.rope.rounding = RopeRounding::kInputType;
             s.rope.cos_sin_type = KvDataType::kFp32; s.rope.positions_type = SlotType::kInt32;
             break;
-    case 4: s.layout = KvLayout::kHnd; s.cache_type = KvCacheType::kFp8E4m3; s.scale_stride = 1;
-            s.rope.by_row = true; s.rope.key_out = true; break;  // cos/sin row i for row i
   }
   KvCase c(s);
   std::vector<int64_t> previous = c.prime_every_row(rng_);
@@ -267,11 +263,10 @@ TEST_P(RopeReplay, GraphReplayNeverTouchesPaddingRows) {
 
 std::string replay_name(const ::testing::TestParamInfo<int>& info) {
   static const char* const kNames[] = {"LlamaGqaBf16Nhd", "HndE4m3GptjKeyOut",
-                                       "Nvfp4PageTablePartialQOut", "Fp16InputRoundingInt32",
-                                       "HndE4m3CosSinByRowKeyOut"};
+                                       "Nvfp4PageTablePartialQOut", "Fp16InputRoundingInt32"};
   return kNames[info.param];
 }
-INSTANTIATE_TEST_SUITE_P(Configs, RopeReplay, ::testing::Values(0, 1, 2, 3, 4), replay_name);
+INSTANTIATE_TEST_SUITE_P(Configs, RopeReplay, ::testing::Values(0, 1, 2, 3), replay_name);
 
 // ---- fused_store_cache with RoPE: every MLA layout, with and without the fused index-K --------
 // The rows' RoPE part and DeepSeek's q_pe (64 of each head's 192) rotated, NeoX and GPT-J, both

@@ -307,6 +307,13 @@ TEST(ArgumentChecks, StorePagedKvWithRope) {
   p.rope.positions = nullptr;
   p.rope.rotary_dim = 3;
   EXPECT_EQ(check(p), Status::kSuccess) << last_error_message();
+  // A cos/sin row a row is fused_store_cache's: refused here, positions or not.
+  PagedKvParams by_row = rope_params();
+  by_row.rope.cos_sin_rows = RopeCosSinRows::kByRow;
+  EXPECT_EQ(check(by_row), Status::kErrorNotSupported);
+  EXPECT_NE(std::string(last_error_message()).find("rope.cos_sin_rows"), std::string::npos);
+  by_row.rope.positions = nullptr;
+  EXPECT_EQ(check(by_row), Status::kErrorNotSupported);
 }
 
 TEST(ArgumentChecks, OwnerShardingOnPagedStores) {

@@ -49,7 +49,6 @@ struct KvRope {
   KvDataType cos_sin_type = KvDataType::kFp32;
   SlotType positions_type = SlotType::kInt64;
   int64_t max_position = 4096;
-  bool by_row = false;             // a cos/sin row a row (RopeCosSinRows::kByRow): no positions
 };
 
 struct KvShape {
@@ -382,8 +381,7 @@ class KvCase {
     if (s_.rope.on) {
       const KvRope& r = s_.rope;
       RotaryEmbedding& e = p.rope;
-      e.positions = r.by_row ? nullptr : positions_->ptr(side);
-      e.cos_sin_rows = r.by_row ? RopeCosSinRows::kByRow : RopeCosSinRows::kByPosition;
+      e.positions = positions_->ptr(side);
       e.positions_type = r.positions_type;
       e.cos_sin_cache = cos_sin_->ptr(side);
       e.cos_sin_type = r.cos_sin_type;

@@ -180,12 +180,13 @@ struct MlaCache {
 // A row is rotated and stored only when it is real (i < n) and 0 <= pos < max_position; a real
 // row with any other position writes nothing (no K, V, Q or key_out) and counts in
 // Diagnostics::out_of_range_positions. positions[i] is read for every row of the padded batch, as
-// a slot is, and so is a cos/sin row (the position's when it is inside the cache, else row 0):
-// the cache is read-only, and reading it before the guard decides takes it off the store's
-// chain. A padded row writes nothing. With cos_sin_rows = kByRow the cos/sin row of row i is
-// cos_sin_cache[i] (the caller gathered it by position once a step for every layer, as SGLang's
-// DeepSeek stores take freqs_cis): positions are not read, max_position is the cache's rows (at
-// least num_tokens), and every real row rotates. Q and key_out of a real row
+// a slot is; fused_store_cache reads a row's cos/sin row too (the position's when it is inside
+// the cache, else row 0: the cache is read-only, and reading it before the guard decides takes
+// it off the row's chain), store_paged_kv only a real row's. A padded row writes nothing. With
+// cos_sin_rows = kByRow (fused_store_cache) the cos/sin row of row i is cos_sin_cache[i] (the
+// caller gathered it by position once a step for every layer, as SGLang's DeepSeek stores take
+// freqs_cis): positions are not read, max_position is the cache's rows (at least num_tokens),
+// and every real row rotates; store_paged_kv refuses it. Q and key_out of a real row
 // are written whatever its slot (another owner's page, the reserved slot, out of range): they
 // serve attention on every rank, not the cache. The rotated values are rounded to the input type
 // (the value the engines' rotary kernel hands their cache write), then stored as the cache type
@@ -228,7 +229,7 @@ struct RotaryEmbedding {
   int64_t key_out_token_stride = 0;
   int64_t key_out_head_stride = 0;
   // Which cos/sin row a row rotates by: its position's, or its own (cos_sin_cache [num_tokens or
-  // more, >= rotary_dim]).
+  // more, >= rotary_dim]; fused_store_cache only).
   RopeCosSinRows cos_sin_rows = RopeCosSinRows::kByPosition;
 };
 

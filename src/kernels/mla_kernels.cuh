@@ -112,7 +112,7 @@ __device__ __forceinline__ void rotate_query_units(const GuardArgs& guard, const
              (row * r.q_token_stride + (unit.head * kHeads + k) * r.q_head_stride + 8 * unit.vec);
     partner_src[k] = src[k] + r.half_rot;
   }
-  const uint8_t* position_src = position_address(r, row);
+  const uint8_t* position_src = rotation_position_address(r, row);
   CountSource count{guard.n_ptr, guard.n_ptr};
   if constexpr (kPdl) {  // pinned as begin_row pins: without a count, read the position's word
     if (count.count == nullptr) count.count_read = reinterpret_cast<const int32_t*>(position_src);
@@ -131,16 +131,13 @@ __device__ __forceinline__ void rotate_query_units(const GuardArgs& guard, const
     x[k][0] = load_global<kPdl>(reinterpret_cast<const uint4*>(src[k]));
     if (unit.pair) y[k][0] = load_global<kPdl>(reinterpret_cast<const uint4*>(partner_src[k]));
   }
-  const int64_t position = load_position<kPdl>(r, position_src, row);
+  const int64_t position = load_rotation_position<kPdl>(r, position_src, row);
   const int64_t n = count.template load_count<kPdl>(guard);
   if (row >= n || position < 0 || position >= r.max_position) return;
-  // After the guard: read before it, the heads' cos/sin measured slower (Q blocks of 16 heads).
-  const UnitCosSin<8> cos_sin =
-      load_unit_cos_sin<KvDataType::kBf16, 8>(r, unit, cos_sin_row(r, position));
 #pragma unroll
   for (int k = 0; k < kHeads; ++k) {
     float v[8], w[8];
-    rotate_unit<KvDataType::kBf16>(r, unit, cos_sin, x[k], y[k], v, w);
+    rotate_unit<KvDataType::kBf16>(r, unit, position, x[k], y[k], v, w);
     encode_values<KvDataType::kBf16>(v, x[k]);
     uint8_t* base = r.q_out + 2 * (row * r.q_out_token_stride +
                                    (unit.head * kHeads + k) * r.q_out_head_stride);

@@ -83,20 +83,22 @@ struct MlaRowRotation {
 
   // `input_row`: the row whose inputs the lanes read (mla_input_row).
   __device__ __forceinline__ MlaRowRotation(const RopeArgs& rope, int64_t input_row)
-      : r(rope), input_row(input_row), position_src(position_address(rope, input_row)) {}
+      : r(rope),
+        input_row(input_row),
+        position_src(rotation_position_address(rope, input_row)) {}
 
   // The position, then the cos/sin of a lane that holds RoPE values d0 .. d0 + kVals - 1
   // (`rope_lane`).
   template <bool kPdl>
   __device__ __forceinline__ void load_position(bool rope_lane, int32_t d0) {
-    position = kernels::load_position<kPdl>(r, position_src, input_row);
+    position = load_rotation_position<kPdl>(r, position_src, input_row);
     if (!rope_lane) return;
     const uint8_t* row = cos_sin_row(r, position);
     if (r.pair_units > 0) {
-      load_cos_sin<KvDataType::kBf16>(r, row, d0 < r.half_rot ? d0 : d0 - r.half_rot, c, s);
+      load_cos_sin_row<KvDataType::kBf16>(r, row, d0 < r.half_rot ? d0 : d0 - r.half_rot, c, s);
     } else {
       float c4[kVals / 2], s4[kVals / 2];
-      load_cos_sin<KvDataType::kBf16>(r, row, d0 / 2, c4, s4);
+      load_cos_sin_row<KvDataType::kBf16>(r, row, d0 / 2, c4, s4);
 #pragma unroll
       for (int i = 0; i < kVals / 2; ++i) {
         c[i] = c4[i];
@@ -106,8 +108,8 @@ struct MlaRowRotation {
   }
 
   // The lane's kVals RoPE values `w` (bf16 pairs; `rope_lane`: it holds RoPE values d0 ..
-  // d0 + kVals - 1) rotated; whether the row rotates. Called by every lane of the row's warps (the row is
-  // uniform in a warp), so that NeoX's shuffles see the whole warp.
+  // d0 + kVals - 1) rotated; whether the row rotates. Called by every lane of the row's warps
+  // (the row is uniform in a warp), so that NeoX's shuffles see the whole warp.
   __device__ __forceinline__ bool rotate(const GuardArgs& guard, int64_t row, int64_t n, bool live,
                                          bool leader, bool rope_lane, int32_t d0,
                                          uint32_t (&w)[kVals / 2]) const {

@@ -50,7 +50,7 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
     for (int i = 0; i < kLoads; ++i)
       y[i] = load_global<kPdl>(reinterpret_cast<const uint4*>(partner_src) + i);
   }
-  const int64_t position = load_position<kPdl>(r, position_src, row);
+  const int64_t position = load_position<kPdl>(r, position_src);
   float scale = 0.0f;
   if constexpr (kCache != KvCacheType::kAuto) {
     if (!is_q) scale = load_global<kPdl>(scale_src);
@@ -88,10 +88,7 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
   // they are encoded back to the input type only for what writes input-type bits.
   float v[kW], w[kW];
   if (unit.rotated) {
-    // The cos/sin after the guard: read before it, they cost this kernel occupancy (registers)
-    // and time at every size.
-    rotate_unit<kIn>(r, unit, load_unit_cos_sin<kIn, kW>(r, unit, cos_sin_row(r, position)), x,
-                     y, v, w);
+    rotate_unit<kIn>(r, unit, position, x, y, v, w);
     if (write_out || kCache == KvCacheType::kAuto) {
       encode_values<kIn>(v, x);
       if (unit.pair) encode_values<kIn>(w, y);

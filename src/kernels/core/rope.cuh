@@ -45,11 +45,11 @@ __device__ __forceinline__ const uint8_t* cos_sin_row(const RopeArgs& r, int64_t
   return r.cos_sin + (inside ? position : 0) * r.cos_sin_stride;
 }
 
-// kN cos and kN sin values from element `at` of a cos/sin row, as fp32; rounded to the input
-// type first under kInputType rounding, as vLLM holds its cache in the query's dtype.
+// kN cos and kN sin values from element `at` of the cos/sin row `row`, as fp32; rounded to the
+// input type first under kInputType rounding, as vLLM holds its cache in the query's dtype.
 template <KvDataType kIn, int kN>
-__device__ __forceinline__ void load_cos_sin(const RopeArgs& r, const uint8_t* row, int32_t at,
-                                             float (&c)[kN], float (&s)[kN]) {
+__device__ __forceinline__ void load_cos_sin_row(const RopeArgs& r, const uint8_t* row,
+                                                 int32_t at, float (&c)[kN], float (&s)[kN]) {
   const auto type = static_cast<KvDataType>(r.cos_sin_type);
   if (type == KvDataType::kFp32) {
     load_bytes<false, 4 * kN>(row + 4 * at, c);
@@ -73,6 +73,13 @@ __device__ __forceinline__ void load_cos_sin(const RopeArgs& r, const uint8_t* r
       s[i] = round_to_input<kIn>(s[i]);
     }
   }
+}
+
+// The same at position `pos` (inside the cache).
+template <KvDataType kIn, int kN>
+__device__ __forceinline__ void load_cos_sin(const RopeArgs& r, int64_t pos, int32_t at,
+                                             float (&c)[kN], float (&s)[kN]) {
+  load_cos_sin_row<kIn>(r, r.cos_sin + pos * r.cos_sin_stride, at, c, s);
 }
 
 // kW values of the input type (exact: each is one) into its 16-byte vectors.
@@ -114,20 +121,27 @@ struct RopeUnit {
   }
 };
 
-// Where row `row`'s position is, and the position (int32 or int64) loaded from there. With a
-// cos/sin row a row (cos_sin_by_row) the position is the row, nothing is loaded, and the row's
-// cos/sin row stands as the address (a readable word where a kernel without a count pins one).
+// Where row `row`'s position is, and the position (int32 or int64) loaded from there.
 __device__ __forceinline__ const uint8_t* position_address(const RopeArgs& r, int64_t row) {
-  return r.cos_sin_by_row ? r.cos_sin + row * r.cos_sin_stride
-                          : static_cast<const uint8_t*>(r.positions) +
-                                row * (r.positions_int64 ? 8 : 4);
+  return static_cast<const uint8_t*>(r.positions) + row * (r.positions_int64 ? 8 : 4);
 }
 template <bool kPdl>
-__device__ __forceinline__ int64_t load_position(const RopeArgs& r, const uint8_t* src,
-                                                 int64_t row) {
-  if (r.cos_sin_by_row) return row;
+__device__ __forceinline__ int64_t load_position(const RopeArgs& r, const uint8_t* src) {
   return r.positions_int64 ? load_global<kPdl>(reinterpret_cast<const int64_t*>(src))
                            : load_global<kPdl>(reinterpret_cast<const int32_t*>(src));
+}
+
+// The same for fused_store_cache's rotations, which may take a cos/sin row a row
+// (cos_sin_by_row): the position is then the row, nothing is loaded, and the row's cos/sin row
+// stands as the address (a readable word where a kernel without a count pins one).
+__device__ __forceinline__ const uint8_t* rotation_position_address(const RopeArgs& r,
+                                                                    int64_t row) {
+  return r.cos_sin_by_row ? r.cos_sin + row * r.cos_sin_stride : position_address(r, row);
+}
+template <bool kPdl>
+__device__ __forceinline__ int64_t load_rotation_position(const RopeArgs& r, const uint8_t* src,
+                                                          int64_t row) {
+  return r.cos_sin_by_row ? row : load_position<kPdl>(r, src);
 }
 
 // GPT-J: the kN / 2 pairs (2i, 2i + 1) of v rotated by cos c[i], sin s[i].
@@ -143,55 +157,28 @@ __device__ __forceinline__ void rotate_adjacent_pairs(float (&v)[kN], const floa
   }
 }
 
-// A rotating unit's cos and sin: kW of each for a NeoX pair (d and d + rotary_dim / 2), the
-// first kW / 2 for GPT-J pairs (2i, 2i + 1) inside the unit.
-template <int kW>
-struct UnitCosSin {
-  float c[kW], s[kW];
-};
-template <KvDataType kIn, int kW>
-__device__ __forceinline__ UnitCosSin<kW> load_unit_cos_sin(const RopeArgs& r,
-                                                            const RopeUnit& unit,
-                                                            const uint8_t* cos_sin) {
-  UnitCosSin<kW> cs;
-  if (unit.pair) {
-    load_cos_sin<kIn>(r, cos_sin, kW * static_cast<int32_t>(unit.vec), cs.c, cs.s);
-  } else {
-    float c[kW / 2], s[kW / 2];
-    load_cos_sin<kIn>(r, cos_sin, kW / 2 * static_cast<int32_t>(unit.vec), c, s);
-#pragma unroll
-    for (int i = 0; i < kW / 2; ++i) {
-      cs.c[i] = c[i];
-      cs.s[i] = s[i];
-    }
-  }
-  return cs;
-}
-
-// A unit's kW input values x rotated by its cos/sin `cs` into v, fp32: a NeoX pair with its
+// A unit's kW input values x rotated at `position` into v, fp32: a NeoX pair with its
 // partners y (d and d + rotary_dim / 2) into w, or GPT-J pairs (2i, 2i + 1) inside x (y, w
 // unused).
 template <KvDataType kIn, int kW, int kLoads>
 __device__ __forceinline__ void rotate_unit(const RopeArgs& r, const RopeUnit& unit,
-                                            const UnitCosSin<kW>& cs, const uint4 (&x)[kLoads],
+                                            int64_t position, const uint4 (&x)[kLoads],
                                             const uint4 (&y)[kLoads], float (&v)[kW],
                                             float (&w)[kW]) {
   decode_values<kIn>(x, v);
   if (unit.pair) {
     decode_values<kIn>(y, w);
+    float c[kW], s[kW];
+    load_cos_sin<kIn>(r, position, kW * static_cast<int32_t>(unit.vec), c, s);
 #pragma unroll
     for (int i = 0; i < kW; ++i) {
       const float vi = v[i];
-      v[i] = rotate_value<kIn>(vi, w[i], cs.c[i], cs.s[i], true, r.input_rounding);
-      w[i] = rotate_value<kIn>(w[i], vi, cs.c[i], cs.s[i], false, r.input_rounding);
+      v[i] = rotate_value<kIn>(vi, w[i], c[i], s[i], true, r.input_rounding);
+      w[i] = rotate_value<kIn>(w[i], vi, c[i], s[i], false, r.input_rounding);
     }
   } else {
     float c[kW / 2], s[kW / 2];
-#pragma unroll
-    for (int i = 0; i < kW / 2; ++i) {
-      c[i] = cs.c[i];
-      s[i] = cs.s[i];
-    }
+    load_cos_sin<kIn>(r, position, kW / 2 * static_cast<int32_t>(unit.vec), c, s);
     rotate_adjacent_pairs<kIn>(v, c, s, r.input_rounding);
   }
 }
