@@ -22,6 +22,9 @@ add_library(cachestore_objects OBJECT
   src/arch.cu
   src/c_api.cpp
   src/check.cpp
+  src/check_index_k.cpp
+  src/check_mla.cpp
+  src/check_paged_kv.cpp
   src/status.cpp
   src/stores.cpp
   ${CACHESTORE_INSTANTIATIONS})

@@ -1,5 +1,6 @@
-// The check layer's shared pieces (check.cpp has every store's check, the public check()
-// overloads of cachestore.h): small predicates and the conversions the launchers reuse.
+// The check layer's shared pieces: small predicates and the conversions the launchers reuse,
+// and the refusals every family's check shares (check.cpp); each family's checks and its public
+// check() overloads of cachestore.h are in check_<family>.cpp.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,39 @@ inline int64_t kv_input_bytes(KvDataType t) { return t == KvDataType::kFp32 ? 4 
 inline int64_t kv_cache_bytes(const PagedKvParams& p) {
   return layout::kv_cache_type(p.cache_type).scaled ? 1 : kv_input_bytes(p.input_type);
 }
+
+inline long long ll(int64_t v) { return static_cast<long long>(v); }
+inline bool aligned16(const void* p) { return aligned_to(p, 16); }
+
+// The shared refusals (check.cpp), each naming the argument `name`.
+Status check_batch(const Batch& batch);
+Status check_slots(const SlotMapping& slots, int64_t rows, const char* name, bool paged);
+Status check_owner(const SlotMapping& slots, int64_t local_capacity, const char* name);
+Status check_bf16_rows(const void* data, int64_t row_stride, int64_t rows, int64_t width,
+                       const char* name, const char* stride_name);
+Status check_int32_row_stride(int64_t row_stride, int64_t rows, const char* stride_name);
+Status check_page_size(int32_t page_size, const char* name);
+Status check_paged_cache(void* data, int64_t num_pages, int32_t page_size,
+                         int64_t page_stride_bytes, int64_t min_page_stride,
+                         int64_t stride_alignment, const char* name);
+Status check_cache(const IndexKFp8Cache& cache, const char* name);
+Status check_cache(const IndexKFp4Cache& cache, const char* name);
+Status check_cache(const MlaCache& cache, const char* name);
+
+// The input a store rotates (K, or an MLA row's RoPE part): key_out must match it.
+struct RotatedInput {
+  const void* data;
+  int64_t token_stride;
+  int64_t head_stride;
+  int32_t heads;
+  int32_t head_dim;
+  int64_t elem_bytes;
+  int64_t rows;
+};
+Status check_rope_tensor(const void* data, int64_t token_stride, int64_t head_stride,
+                         int32_t heads, int64_t elem_bytes, int64_t rows, const char* name);
+Status check_rotation(const RotaryEmbedding& r, const char* name, const RotatedInput& k);
+Status check_style_and_rounding(const RotaryEmbedding& r, const char* name);
 
 // log2 of a size already checked to be a power of two.
 int32_t log2_exact(int64_t power_of_two);
