@@ -99,11 +99,16 @@ def build_anchor():
 
 
 def time_ways(ways, rounds=20, calls=500):
-    """The median µs per call of each way, the ways timed in alternation."""
+    """The median µs per call of each way, the ways timed in alternation, after one whole
+    untimed round of them (the first calls a process times read slow, whatever comes first)."""
     for call in ways.values():
         for _ in range(200):
             call()
     torch.cuda.synchronize()
+    for call in ways.values():
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
     samples = {name: [] for name in ways}
     for _ in range(rounds):
         for name, call in ways.items():
