@@ -2,8 +2,10 @@
 with the library's message."""
 import ctypes
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +87,55 @@ def test_struct_sizes_are_the_headers():
              capi.PageTable: 32, capi.BlockScales: 32, capi.KvCacheTypeInfo: 40}
     for struct, size in sizes.items():
         assert ctypes.sizeof(struct) == size, struct.__name__
+
+
+def _header_structs():
+    """Each struct of cachestore_c.h: [(field, C type)] in order (comments dropped, the batch
+    macro expanded, one declaration per `;`)."""
+    text = (Path(__file__).resolve().parents[2] / "include/cachestore/cachestore_c.h").read_text()
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    macro = re.search(r"#define CACHESTORE_BATCH_FIELDS((?:[^\n]*\\\n)*[^\n]*)", text).group(1)
+    text = text.replace("CACHESTORE_BATCH_FIELDS;", macro.replace("\\\n", " ") + ";")
+    structs = {}
+    for name, body in re.findall(r"typedef struct (\w+) \{(.*?)\} \1;", text, re.S):
+        fields = []
+        for decl in filter(None, (d.strip() for d in body.split(";"))):
+            decl = " ".join(decl.split())
+            m = re.fullmatch(r"(.*?)(\**)\s*(\w+)", decl.replace("* ", " *"))
+            ctype, star, field = m.group(1).replace("const ", "").strip(), m.group(2), m.group(3)
+            fields.append((field, ctype + star))
+        structs[name] = fields
+    return structs
+
+
+def test_ctypes_mirrors_are_the_header_field_for_field():
+    """Every ctypes mirror has its C struct's fields, in order, of the same types."""
+    mirrors = {"cachestore_slots_t": capi.Slots, "cachestore_page_table_t": capi.PageTable,
+               "cachestore_index_k_bf16_params_t": capi.IndexKBf16Params,
+               "cachestore_index_k_fp8_cache_t": capi.IndexKFp8Cache,
+               "cachestore_index_k_fp8_params_t": capi.IndexKFp8Params,
+               "cachestore_index_k_fp4_cache_t": capi.IndexKFp4Cache,
+               "cachestore_index_k_fp4_params_t": capi.IndexKFp4Params,
+               "cachestore_rope_t": capi.Rope,
+               "cachestore_fused_store_params_t": capi.FusedStoreParams,
+               "cachestore_kv_side_t": capi.KvSide, "cachestore_block_scales_t": capi.BlockScales,
+               "cachestore_paged_kv_params_t": capi.PagedKvParams,
+               "cachestore_mla_layout_info_t": capi.MlaLayoutInfo,
+               "cachestore_index_k_format_info_t": capi.IndexKFormatInfo,
+               "cachestore_kv_cache_type_info_t": capi.KvCacheTypeInfo}
+    scalars = {"uint32_t": ctypes.c_uint32, "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64,
+               "char*": ctypes.c_char_p}
+    structs = _header_structs()
+    assert set(structs) == set(mirrors), "a struct of the header without a mirror, or the reverse"
+    for c_name, mirror in mirrors.items():
+        want = []
+        for field, ctype in structs[c_name]:
+            if ctype in mirrors:
+                want.append((field, mirrors[ctype]))
+            elif ctype in scalars:
+                want.append((field, scalars[ctype]))
+            else:
+                assert ctype.endswith("*"), (c_name, field, ctype)
+                want.append((field, ctypes.c_void_p))
+        assert list(mirror._fields_) == want, c_name
