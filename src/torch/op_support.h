@@ -10,7 +10,9 @@
 // ValueError. The stable ABI has no way to raise a TypeError, so a type refusal is a
 // ValueError whose message starts with "TypeError: "; a refusal of the library (its check
 // layer) ends with " [kError...]", its status. cachestore.torch re-raises both as TypeError and
-// cachestore.CachestoreError. A CUDA failure is a RuntimeError ending with its status.
+// cachestore.CachestoreError. A CUDA failure is a RuntimeError ending with its status. A torch
+// that turns every C++ exception of an op into a RuntimeError gives the same Python types
+// through cachestore.torch, which reads the words and the status (_store.typed_error).
 #pragma once
 
 #include <torch/csrc/stable/accelerator.h>

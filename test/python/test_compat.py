@@ -162,6 +162,10 @@ def test_flashinfer_nvfp4_refusals_name_the_argument():
         by_slot(key, key, i32.float(), (data, data), (sf, sf), 1.0, 1.0)
     with pytest.raises(ValueError, match="^append_key and append_value must have at least"):
         by_slot(key[:2], key[:2], i32, (data, data), (sf, sf), 1.0, 1.0)
+    for bad in (0.0, -1.0, float("nan")):  # a host tensor's value is read, as FlashInfer does
+        with pytest.raises(ValueError, match="^v_scale must be a positive finite global decode "
+                                             "scale$"):
+            by_slot(key, key, i32, (data, data), (sf, sf), torch.ones(1), torch.tensor([bad]))
     with pytest.raises(ValueError, match="^k_scale must be torch.float32, got torch.float64$"):
         by_slot(key, key, i32, (data, data), (sf, sf), torch.ones(1, dtype=torch.float64), 1.0)
     with pytest.raises(ValueError, match="^key is on cpu"):  # a well-formed call, on the CPU
@@ -172,7 +176,9 @@ def test_flashinfer_nvfp4_refusals_name_the_argument():
 
 
 SGLANG_SIGNATURES = {
-    "fused_store_index_k_cache": ["key", "index_k_with_scale", "out_cache_loc", "page_size"],
+    "fused_store_index_k_cache": ["key", "index_k_with_scale", "out_cache_loc",
+                                  "extend_num_tokens", "page_size"],
+    "fused_store_cache": ["input", "cache", "indices"],
     "store_fp4_index_k_cache": ["input", "cache", "loc"],
     "fused_store_flashmla_cache": ["input", "cache", "indices", "page_size"],
     "fused_store_indexer_cache": ["input", "cache", "indices", "page_size"],
@@ -198,6 +204,46 @@ def test_sglang_deepseek_refusals():
         sglang.fused_store_flashmla_cache_v41(kv(4, 512), torch.zeros(2, 33792,
                                                                       dtype=torch.uint8),
                                               loc, 64, freqs_cis=torch.zeros(4, 64))
+
+
+def test_sglang_fused_store_cache_and_gates():
+    x, loc = kv(4, 512), torch.zeros(4, dtype=torch.int64)
+    v41 = torch.zeros(2, 33792, dtype=torch.uint8)
+    params = inspect.signature(sglang.fused_store_cache).parameters
+    assert params["page_size"].kind == params["type"].kind == inspect.Parameter.KEYWORD_ONLY
+    with pytest.raises(ValueError, match="^unknown fused_store_cache type 'mla'"):
+        sglang.fused_store_cache(x, v41, loc, page_size=64, type="mla")
+    with pytest.raises(ValueError, match="^layout = 'V5': expected KVLayout V4, V41 or V41_FP4$"):
+        sglang.fused_store_cache(x, v41, loc, page_size=64, type="flashmla", layout="V5")
+    with pytest.raises(ValueError, match="^freqs_cis: the V4 layout keeps its RoPE dims"):
+        sglang.fused_store_cache(x, v41, loc, page_size=64, type="flashmla",
+                                 freqs_cis=torch.zeros(4, 64))
+    with pytest.raises(NotImplementedError, match="^freqs_cis: the in-kernel RoPE"):
+        sglang.fused_store_cache(x, v41, loc, page_size=64, type="flashmla", layout="V41",
+                                 freqs_cis=torch.zeros(4, 64))
+    with pytest.raises(ValueError, match="^layout and freqs_cis belong to type='flashmla'$"):
+        sglang.fused_store_cache(x[:, :128], v41, loc, page_size=64, type="indexer",
+                                 layout="V41")
+
+    class KVLayout:  # SGLang's enum member: read by name
+        name = "V41"
+    with pytest.raises(ValueError, match="^nope is on cpu"):  # well formed: on to the store
+        sglang.fused_store_cache(x, v41, loc, page_size=64, type="flashmla", layout=KVLayout())
+    with pytest.raises(ValueError, match="^k is on cpu"):
+        sglang.fused_store_cache(x[:, :128], torch.zeros(2, 64 * 132, dtype=torch.uint8), loc,
+                                 page_size=64, type="indexer")
+    n = torch.ones(1, dtype=torch.int32)
+    with pytest.raises(TypeError, match="^extend_num_tokens and num_tokens_non_padded"):
+        sglang.fused_store_index_k_cache(x[:, :128], torch.zeros(2, 64 * 132, dtype=torch.uint8),
+                                         loc, n, num_tokens_non_padded=n)
+    assert sglang.can_use_store_cache(1024) and sglang.can_use_store_cache(512, 512)
+    assert not sglang.can_use_store_cache(0) and not sglang.can_use_store_cache(3)
+    assert not sglang.can_use_store_cache(512, 256)
+    assert sglang.can_use_nsa_fused_store(torch.bfloat16, torch.int64, 64)
+    assert sglang.can_use_nsa_fused_store(torch.bfloat16, torch.int32, 1)
+    assert not sglang.can_use_nsa_fused_store(torch.float16, torch.int64, 64)
+    assert not sglang.can_use_nsa_fused_store(torch.bfloat16, torch.int16, 64)
+    assert not sglang.can_use_nsa_fused_store(torch.bfloat16, torch.int64, 0)
 
 
 SIGNATURES = {"vllm": (vllm, VLLM_SIGNATURES), "flashinfer": (flashinfer, FLASHINFER_SIGNATURES),

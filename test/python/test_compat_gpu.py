@@ -452,6 +452,42 @@ def test_flashinfer_nvfp4_with_slot_mapping_follows_a_changed_scale_in_a_graph(e
             assert torch.equal(g.view(torch.uint8), w.view(torch.uint8)), real
 
 
+def test_flashinfer_nvfp4_global_scale_refusals_inside_and_outside_capture(env):
+    """FlashInfer's refusals of a global scale: a bad value read outside capture (a CUDA tensor
+    too); during capture, anything but a float32 CUDA tensor on the append's device."""
+    torch, _, dev = env
+    from cachestore.compat import flashinfer
+    by_slot = flashinfer.nvfp4_quantize_append_paged_kv_cache_with_slot_mapping
+    key = torch.randn(4, H, D, device=dev).bfloat16()
+    slots = torch.arange(4, device=dev)
+    paged, sf, views = nvfp4_caches(torch, dev, 4, "NHD", "tuple")
+    before = [v.clone() for v in views]
+    ok = torch.ones(1, device=dev)
+    for bad in (0.0, -2.0, float("inf")):
+        with pytest.raises(ValueError, match="^k_scale must be a positive finite global decode "
+                                             "scale$"):
+            by_slot(key, key, slots, paged, sf, torch.tensor([bad], device=dev), ok)
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        with pytest.raises(ValueError, match=r"^v_scale must be a contiguous float32 CUDA tensor "
+                                             r"on cuda:\d during CUDA graph capture, got cpu$"):
+            by_slot(key, key, slots, paged, sf, ok, torch.ones(1))
+        with pytest.raises(ValueError, match="^k_scale must be a float32 CUDA tensor during CUDA "
+                                             "graph capture"):
+            by_slot(key, key, slots, paged, sf, 1.0, ok)
+        by_slot(key, key, slots, paged, sf, ok, ok)  # the graph's one append
+    torch.cuda.synchronize()
+    for g, w in zip(views, before):  # nothing written by a refused call
+        assert torch.equal(g.view(torch.uint8), w.view(torch.uint8))
+    graph.replay()
+    ref.ref_paged_kv_nvfp4(before[0], before[2], "nhd", key, slots, ok)
+    ref.ref_paged_kv_nvfp4(before[1], before[3], "nhd", key, slots, ok)
+    torch.cuda.synchronize()
+    for g, w in zip(views, before):
+        assert torch.equal(g.view(torch.uint8), w.view(torch.uint8))
+
+
 # ---- SGLang's DeepSeek stores ---------------------------------------------------------------
 def test_sglang_deepseek_index_k_stores(env):
     torch, _, dev = env
@@ -497,3 +533,50 @@ def test_sglang_deepseek_flashmla_stores(env):
         ref.ref_mla(expected, page, name, x[:15, :448], x[:15, 448:], loc[:15])
         torch.cuda.synchronize()
         assert torch.equal(cache, expected), name
+
+
+def test_sglang_fused_store_cache_and_extend_num_tokens(env):
+    """SGLang's one DeepSeek-V4 store by type= and layout=, and the DSA indexer store's
+    extend_num_tokens (the device count: rows past it write nothing), in a padded graph."""
+    torch, _, dev = env
+    from cachestore.compat import sglang
+    page = 64
+    x = torch.randn(20, 512, device=dev).bfloat16()
+    loc = torch.randperm(PAGES * page, device=dev)[:20]
+    page_bytes = {"v4": (584 * page + 575) // 576 * 576, "v41": (528 * page + 511) // 512 * 512,
+                  "v41_fp4": (288 * page + 255) // 256 * 256}
+    for name, layout in (("v4", None), ("v41", "V41"), ("v41_fp4", "V41_FP4")):
+        cache = torch.full((PAGES, page_bytes[name]), 0xAB, dtype=torch.uint8, device=dev)
+        expected = cache.clone()
+        sglang.fused_store_cache(x, cache, loc, page_size=page, type="flashmla", layout=layout)
+        ref.ref_mla(expected, page, name, x[:, :448], x[:, 448:], loc)
+        torch.cuda.synchronize()
+        assert torch.equal(cache, expected), name
+    k = x[:, :128].contiguous()
+    cache = torch.full((PAGES, page * 132), 0xAB, dtype=torch.uint8, device=dev)
+    expected = cache.clone()
+    sglang.fused_store_cache(k, cache, loc, page_size=page, type="indexer")
+    ref.ref_index_k_fp8(expected, page, k, loc, "amax")
+    torch.cuda.synchronize()
+    assert torch.equal(cache, expected)
+
+    n = torch.zeros(1, dtype=torch.int32, device=dev)
+    cache = torch.full((PAGES, page * 132), 0xAB, dtype=torch.uint8, device=dev)
+    expected = cache.clone()
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        sglang.fused_store_index_k_cache(k, cache, loc, n, page)
+    for real in (20, 3, 0, 11):
+        k.normal_()
+        k[real:] = float("nan")  # padded rows: never stored
+        loc.copy_(torch.randperm(PAGES * page, device=dev)[:20])
+        n.fill_(real)
+        graph.replay()
+        ref.ref_index_k_fp8(expected, page, k[:real], loc[:real], "amax")
+        torch.cuda.synchronize()
+        assert torch.equal(cache, expected), real
+    sglang.fused_store_index_k_cache(k[:5], cache, loc[:5], page)  # the older signature
+    ref.ref_index_k_fp8(expected, page, k[:5], loc[:5], "amax")
+    torch.cuda.synchronize()
+    assert torch.equal(cache, expected)

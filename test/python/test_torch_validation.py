@@ -10,6 +10,7 @@ import pytest
 from conftest import need_torch, run_under_python_ops
 
 torch = need_torch()
+import cachestore  # noqa: E402
 import cachestore.torch as cst  # noqa: E402
 from cachestore.torch import _native  # noqa: E402
 
@@ -381,6 +382,23 @@ def test_op_level_refusals():
     assert type(typed) is TypeError and str(typed).startswith("k.dtype is torch.float32")
     with pytest.raises(ValueError, match="^k is on cpu"):  # CPU tensors: checked, then refused
         torch.ops.cachestore.store_index_k_bf16(K, SLOTS, bf16(64, 128))
+
+
+def test_refusals_keep_their_types_when_torch_raises_runtime_error():
+    # A torch that turns every C++ exception of an op into a RuntimeError (newer releases),
+    # with its own lines after the message: cachestore.torch still raises the documented types
+    # with the same words.
+    trace = "\nException raised from run at op.cpp:1 (most recent call first):\nframe #0: ..."
+    for raw, expected in (("layout = 3: expected an id in [0, 3)", ValueError),
+                          ("TypeError: k.dtype is torch.float32", TypeError),
+                          ("page_size = 3 [kErrorInvalidArgument]", cachestore.CachestoreError),
+                          ("launch failed [kErrorCudaRuntime]", cachestore.CachestoreCudaError)):
+        typed = cst._store.typed_error(RuntimeError(raw + trace))
+        assert type(typed) is expected, raw
+        words = raw.removeprefix("TypeError: ")
+        assert str(typed) == words, raw
+    assert cst._store.typed_error(RuntimeError("CUDA error: an illegal memory access")) is None
+    assert cst._store.typed_error(KeyError("layout")) is None
 
 
 def test_decode_step_traces_on_fake_cuda_tensors():

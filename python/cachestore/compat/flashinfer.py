@@ -16,10 +16,14 @@
   kv_layout="NHD")` and `nvfp4_quantize_append_paged_kv_cache_with_slot_mapping(append_key,
   append_value, slot_mapping, paged_kv_cache, kv_cache_sf, k_scale, v_scale, kv_layout="NHD")`:
   NVFP4 caches (uint8 codes `[.., D / 2]`, float8_e4m3fn block scales `[.., D / 16]`, tuple or
-  5-D forms). `k_scale` / `v_scale`, the global decode scales, may be floats (checked positive
-  finite, as FlashInfer does; copied to the device, so not while a graph is captured) or float32
-  CUDA tensors of one value, read by the kernel at run time, so that a captured graph follows a
-  changed scale (FlashInfer's page-table form takes floats only and freezes them in a graph).
+  5-D forms). `k_scale` / `v_scale`, the global decode scales, may be floats (copied to the
+  device, so not while a graph is captured) or float32 tensors of one value, read by the kernel
+  at run time, so that a captured graph follows a changed scale (FlashInfer's page-table form
+  takes floats only and freezes them in a graph). A scale that is zero, negative or not finite
+  is refused with ValueError, as FlashInfer refuses it: a float, a host tensor, or a CUDA tensor
+  outside graph capture (its value read, as FlashInfer reads it); during capture the scale
+  must be a contiguous float32 CUDA tensor on the append's device, and its value, read when the
+  graph runs, follows the contract's zero-scale rule.
 
 The page table is read on the device in the store's own launch (no slot-mapping kernel). The
 indices may be int32 or int64, as FlashInfer casts them (an int64 index tensor costs a cast).
@@ -109,17 +113,30 @@ def append_paged_mla_kv_cache(append_ckv, append_kpe, batch_indices, positions, 
 
 
 def _global_scale(name, value, device):
-    """A global decode scale as the float32 device tensor the kernel reads."""
+    """A global decode scale as the float32 device tensor the kernel reads, refused as
+    FlashInfer refuses it: a value that is zero, negative or not finite (read from a host
+    tensor, or from a CUDA tensor outside graph capture); during capture, a float or a tensor
+    that is not a contiguous float32 CUDA tensor on the append's device (its value is read
+    when the graph runs: a bad one there stores with the contract's zero-scale rule)."""
+    capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
     if isinstance(value, torch.Tensor):
         if value.dtype != torch.float32:
             raise ValueError(f"{name} must be torch.float32, got {value.dtype}")
         if value.numel() != 1:
             raise ValueError(f"{name} must have exactly one element, got {value.numel()}")
-        return value.reshape(1).to(device=device)
-    scalar = float(value)
+        if capturing:
+            if value.device != device or not value.is_contiguous():
+                raise ValueError(f"{name} must be a contiguous float32 CUDA tensor on {device} "
+                                 f"during CUDA graph capture, got {value.device}")
+            return value.reshape(1)
+        scalar = float(value.reshape(()).item())  # FlashInfer reads it too (outside capture)
+    else:
+        scalar = float(value)
     if not math.isfinite(scalar) or scalar <= 0.0:
         raise ValueError(f"{name} must be a positive finite global decode scale")
-    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+    if isinstance(value, torch.Tensor):
+        return value.reshape(1).to(device=device)
+    if capturing:
         raise ValueError(f"{name} must be a float32 CUDA tensor during CUDA graph capture (a "
                          f"float would be frozen into the graph)")
     return torch.tensor([scalar], dtype=torch.float32, device=device)

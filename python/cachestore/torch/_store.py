@@ -67,25 +67,32 @@ def _schema_default(value):
 # ---- refusals of the native ops, as the Python exceptions cachestore.torch raises -------------
 _STATUS_CODES = {name: code for code, name in c.STATUS_NAMES.items()}
 _STATUS_AT_END = re.compile(r" \[(kError\w+)\]$")
+_CUDA_STATUSES = ("kErrorArchMismatch", "kErrorCudaRuntime")  # op_support.cpp: RuntimeError
 
 
 def typed_error(error):
     """The exception cachestore.torch raises for a native op's refusal `error` (op_support.h: a
     ValueError, "TypeError: " first for a type refusal, the status last for the library's), or
-    None when `error` is not one."""
+    None when `error` is not one. A torch that surfaces every C++ exception of an op as a
+    RuntimeError (newer releases do) gives the same types: the words and the status decide, not
+    the class, and what torch appends after the first line is dropped."""
+    if type(error) not in (ValueError, RuntimeError):
+        return None
     text = str(error)
-    if type(error) is ValueError:
-        if text.startswith("TypeError: "):
-            return TypeError(text[len("TypeError: "):])
-        status = _STATUS_AT_END.search(text)
-        if status and status.group(1) in _STATUS_CODES:
-            return c.CachestoreError(_STATUS_CODES[status.group(1)], text[:status.start()])
-    elif type(error) is RuntimeError:
-        status = _STATUS_AT_END.search(text)
-        if status and status.group(1) in _STATUS_CODES:
-            return c.CachestoreCudaError(_STATUS_CODES[status.group(1)], text[:status.start()])
+    if type(error) is RuntimeError:
         if "Expected a value of type" in text:  # the dispatcher's argument parser
             return TypeError(text)
+        text = text.split("\n", 1)[0]
+    if text.startswith("TypeError: "):
+        return TypeError(text[len("TypeError: "):])
+    status = _STATUS_AT_END.search(text)
+    if status and status.group(1) in _STATUS_CODES:
+        name, message = status.group(1), text[:status.start()]
+        if name in _CUDA_STATUSES:
+            return c.CachestoreCudaError(_STATUS_CODES[name], message)
+        return c.CachestoreError(_STATUS_CODES[name], message)
+    if type(error) is RuntimeError and not text.startswith("CUDA error"):
+        return ValueError(text)  # an op's argument refusal (op_support.cpp: value_error)
     return None
 
 
