@@ -6,8 +6,8 @@ and B / A.
 
 usage: bench_ab.py BENCH_STORE FILTER A B [--rounds N] [--out DIR]
   A, B: CACHESTORE_TUNING values ("" for the built-in policy), e.g.
-  bench_ab.py build-gpu/bench/bench_store 'store=mla_v41_rope/mode=graph/.*/n=262144/' \\
-      '' mla.rope_wide_q_rows=4096
+  bench_ab.py build-gpu/bench/bench_store 'store=paged_kv_nhd/mode=graph/.*/n=262144/' \\
+      '' paged_kv.wide_rows=4096
 """
 import argparse
 import json

@@ -21,10 +21,6 @@ inline constexpr int kPagedKvMaxThreads = 256;    // the paged K/V kernel's bloc
 // besides 1): four 16-byte loads in flight under one guard, at 64 registers (1024 threads an SM)
 // against one at 32 (2048): twice the bytes in flight an SM. Two measured 4-6% slower (fp8).
 inline constexpr int kPagedKvWideVectors = 4;
-// Q heads a thread of the rotating MLA kernels from mla.rope_wide_q_rows (the one count compiled
-// besides 1): one position and one cos/sin row for that many 16-byte Q loads in flight. Off (0)
-// in every policy until it is measured.
-inline constexpr int kMlaRopeWideQHeads = 2;
 
 // The index-K head dim compiled into the decode-size kernels (the DeepSeek indexer's D); any
 // other D, and every D at large batches, reads it at run time.
@@ -44,8 +40,6 @@ struct MlaPolicy {
                               // without PDL (the fused kernel with PDL too); 0: off
   bool fused_pdl_one_row;     // with PDL, the fused kernel takes one row a block while one block
                               // an SM covers the batch
-  int64_t rope_wide_q_rows;   // from this many rows the rotating kernels' Q threads take
-                              // kMlaRopeWideQHeads heads each (0: never)
 };
 
 struct PagedKvPolicy {
@@ -75,7 +69,7 @@ struct StorePolicy {
 inline constexpr StorePolicy kBlackwellPolicy{
     .index_k = {.block_threads = 512, .min_block_threads = 64, .spread_sms = 1},
     .mla = {.kv_warps_per_block = 8, .min_rows = 2, .two_per_sm_rows = 0,
-            .fused_pdl_one_row = false, .rope_wide_q_rows = 0},
+            .fused_pdl_one_row = false},
     .paged_kv = {.max_threads = 256, .min_threads = 64, .wide_rows = 2048},
     .values_per_lane = {.four_max_rows = 512, .eight_max_rows = 1024},
 };
@@ -84,7 +78,7 @@ inline constexpr StorePolicy kBlackwellPolicy{
 inline constexpr StorePolicy kHopperPolicy{
     .index_k = {.block_threads = 256, .min_block_threads = 128, .spread_sms = 2},
     .mla = {.kv_warps_per_block = 8, .min_rows = 2, .two_per_sm_rows = 2,
-            .fused_pdl_one_row = true, .rope_wide_q_rows = 0},
+            .fused_pdl_one_row = true},
     .paged_kv = {.max_threads = 256, .min_threads = 64, .wide_rows = 2048},
     .values_per_lane = {.four_max_rows = 512, .eight_max_rows = 1024},
 };
@@ -93,7 +87,7 @@ inline constexpr StorePolicy kHopperPolicy{
 inline constexpr StorePolicy kPortablePolicy{
     .index_k = {.block_threads = 256, .min_block_threads = 64, .spread_sms = 1},
     .mla = {.kv_warps_per_block = 4, .min_rows = 2, .two_per_sm_rows = 0,
-            .fused_pdl_one_row = false, .rope_wide_q_rows = 0},
+            .fused_pdl_one_row = false},
     .paged_kv = {.max_threads = 256, .min_threads = 64, .wide_rows = 2048},
     .values_per_lane = {.four_max_rows = 512, .eight_max_rows = 1024},
 };
@@ -113,8 +107,6 @@ static_assert(kHopperPolicy.index_k.block_threads <= kMaxBlockThreads &&
 // timed and tested without a rebuild. The fields whose every value is a valid policy:
 //   paged_kv.wide_rows            rows from which the 16-byte paged K/V kernel takes
 //                                 kPagedKvWideVectors vectors a thread (0: never; 1: always)
-//   mla.rope_wide_q_rows          rows from which the rotating MLA kernels' Q threads take
-//                                 kMlaRopeWideQHeads heads each (0: never; 1: always)
 //   values_per_lane.four_max_rows, values_per_lane.eight_max_rows
 // Returns true, or false with what is wrong with `spec` (naming the field) in `error`. Plain C
 // strings: a std::string here would put a libstdc++ template in the shared library's exports.
@@ -126,7 +118,6 @@ inline bool apply_overrides(const char* spec, StorePolicy* policy, char* error,
   };
   const Field fields[] = {
       {"paged_kv.wide_rows", &policy->paged_kv.wide_rows},
-      {"mla.rope_wide_q_rows", &policy->mla.rope_wide_q_rows},
       {"values_per_lane.four_max_rows", &policy->values_per_lane.four_max_rows},
       {"values_per_lane.eight_max_rows", &policy->values_per_lane.eight_max_rows},
   };
@@ -222,13 +213,6 @@ inline int32_t paged_kv_vectors_per_thread(const StorePolicy& policy, int64_t nu
                                            int32_t vectors_per_token) {
   return wide_form(policy.paged_kv.wide_rows, num_tokens, vectors_per_token,
                    kPagedKvWideVectors);
-}
-
-// Q heads a thread of the rotating MLA kernels (the heads in groups of kMlaRopeWideQHeads).
-inline int32_t mla_rope_q_heads(const StorePolicy& policy, int64_t num_tokens,
-                                int32_t num_query_heads) {
-  return wide_form(policy.mla.rope_wide_q_rows, num_tokens, num_query_heads,
-                   kMlaRopeWideQHeads);
 }
 
 // The paged K/V block: a row's vectors across x (a warp's worth at least, when there are that

@@ -501,12 +501,8 @@ TEST(TuningOverrides, FieldsSetAndRefusals) {
   EXPECT_EQ(tuning::paged_kv_vectors_per_thread(p, 1, 258), 1);  // 4 does not divide the row
   EXPECT_EQ(override_error("paged_kv.wide_rows=0,", &p), "");
   EXPECT_EQ(tuning::paged_kv_vectors_per_thread(p, 1 << 20, 256), 1);
-  EXPECT_EQ(tuning::mla_rope_q_heads(p, 1 << 20, 16), 1);  // off in every policy
-  EXPECT_EQ(override_error("mla.rope_wide_q_rows=4096", &p), "");
-  EXPECT_EQ(tuning::mla_rope_q_heads(p, 4095, 16), 1);
-  EXPECT_EQ(tuning::mla_rope_q_heads(p, 4096, 16), tuning::kMlaRopeWideQHeads);
-  EXPECT_EQ(tuning::mla_rope_q_heads(p, 4096, 0), 1);   // no Q
-  EXPECT_EQ(tuning::mla_rope_q_heads(p, 4096, 15), 1);  // the heads do not divide
+  EXPECT_EQ(override_error("mla.rope_wide_q_rows=1", &p),
+            "'mla.rope_wide_q_rows' is not a field that can be set");
 
   const tuning::StorePolicy before = p;
   EXPECT_EQ(override_error("paged_kv.max_threads=64", &p),

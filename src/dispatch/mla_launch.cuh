@@ -23,8 +23,8 @@ inline int32_t index_page_size(const FusedStoreParams& p) {
 
 // The rotation of a rotating store (rotates(p.rotary)): the rows' RoPE parts (64 bf16) and
 // Q's, 8 values a unit, a NeoX unit being a pair of vectors 32 values apart; a Q thread takes one
-// unit in q_heads heads, so a row has num_query_heads / q_heads threads a unit.
-inline kernels::MlaRopeArgs mla_rope_args(const FusedStoreParams& p, int32_t q_heads) {
+// unit of one head.
+inline kernels::MlaRopeArgs mla_rope_args(const FusedStoreParams& p) {
   const RotaryEmbedding& r = p.rotary;
   constexpr int32_t kW = 8;
   constexpr int32_t kHalf = layout::kRopeDim / 2;
@@ -34,7 +34,7 @@ inline kernels::MlaRopeArgs mla_rope_args(const FusedStoreParams& p, int32_t q_h
   // One head: key_out's head stride is unread.
   const kernels::RopeArgs rope =
       rope_args(r, pair_units, neox ? pair_units : layout::kRopeDim / kW, 0);
-  const uint32_t per_row = static_cast<uint32_t>(r.num_query_heads / q_heads * units_per_head);
+  const uint32_t per_row = static_cast<uint32_t>(r.num_query_heads * units_per_head);
   return {rope, kernels::FastDivmod::make(per_row == 0 ? 1 : per_row),
           kernels::FastDivmod::make(static_cast<uint32_t>(units_per_head))};
 }
@@ -57,38 +57,24 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
   CACHESTORE_RETURN_IF_ERROR(grid_for_rows(p.batch.num_tokens, rows, &grid));
   const dim3 block(32, rows * kWarpsPerRow + index_warps);
   kernels::MlaRopeArgs rope{};
-  // Q heads a thread of the rotating kernels (tuning::mla_rope_q_heads): a row's threads are its
-  // units over groups of that many heads.
-  const int32_t q_heads =
-      kRope ? tuning::mla_rope_q_heads(arch.policy, p.batch.num_tokens,
-                                       p.rotary.num_query_heads)
-            : 1;
   if constexpr (kRope) {
-    rope = mla_rope_args(p, q_heads);
+    rope = mla_rope_args(p);
     // Q's threads of a block's rows over blocks of the same shape after the row blocks.
-    const int64_t q_threads = static_cast<int64_t>(rows) * p.rotary.num_query_heads / q_heads *
+    const int64_t q_threads = static_cast<int64_t>(rows) * p.rotary.num_query_heads *
                               static_cast<int64_t>(rope.q_units_per_head.divisor);
     const int64_t threads = static_cast<int64_t>(block.x) * block.y;
     grid.y = static_cast<uint32_t>(1 + (q_threads + threads - 1) / threads);
   }
   kernels::GuardArgs guard = guard_args(p.batch, pdl, grid, arch, shape.blocks_per_sm);
   guard.rows_per_block = rows;
-  const auto with_q_heads = [&](auto&& f) {
-    if (q_heads == tuning::kMlaRopeWideQHeads)
-      return f(std::integral_constant<int, tuning::kMlaRopeWideQHeads>{});
-    return f(std::integral_constant<int, 1>{});
-  };
   // A rotating row of 16 values a lane runs without the fused index-K only (with_values).
   constexpr bool kIndexAtThisWidth = !(kRope && kN == 16);
   return with_pdl(pdl, [&](auto pdl_constant) {
     constexpr bool kPdl = decltype(pdl_constant)::value;
     if (p.index_k == nullptr) {
       if constexpr (kRope)
-        return with_q_heads([&](auto heads) {
-          return launch_store(kernels::mla_rope_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl,
-                                                             decltype(heads)::value>,
-                              grid, block, stream, pdl_constant, guard, kv, rope, kv_table);
-        });
+        return launch_store(kernels::mla_rope_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl>,
+                            grid, block, stream, pdl_constant, guard, kv, rope, kv_table);
       else
         return launch_store(kernels::mla_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl>, grid,
                             block, stream, pdl_constant, guard, kv, kv_table);
@@ -107,13 +93,10 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
       if constexpr (kRope && !kIndexAtThisWidth)
         return Status::kErrorNotSupported;  // never taken: with_values gives 8 values a lane
       else if constexpr (kRope)
-        return with_q_heads([&](auto heads) {
-          return launch_store(kernels::fused_rope_store_kernel<kLayout, kKvRule, kIndex, SlotT,
-                                                               kN, kPdl, kDim,
-                                                               decltype(heads)::value>,
-                              grid, block, stream, pdl_constant, guard, kv, index, rope,
-                              kv_table, index_table);
-        });
+        return launch_store(kernels::fused_rope_store_kernel<kLayout, kKvRule, kIndex, SlotT,
+                                                             kN, kPdl, kDim>,
+                            grid, block, stream, pdl_constant, guard, kv, index, rope, kv_table,
+                            index_table);
       else
         return launch_store(kernels::fused_store_kernel<kLayout, kKvRule, kIndex, SlotT, kN,
                                                         kPdl, kDim>,

@@ -81,18 +81,16 @@ fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs ind
 
 // ---- fused_store_cache with RoPE: the kernels above with the rows' RoPE parts rotated
 // (blockIdx.y 0), and Q's RoPE part rotated by the blocks after them (blockIdx.y >= 1, each of
-// the block's threads one unit of the block's rows: rotate_query_units). The rotation's
+// the block's threads one unit of the block's rows: rotate_query_unit). The rotation's
 // parameters are __grid_constant__: the rows hold a reference to them, which would otherwise
 // copy them to local memory.
 
-// One unit of Q's RoPE part (8 bf16 values, or a NeoX pair of them 32 apart) in kHeads adjacent
-// heads of one of the block's rows (the launcher's q_units_per_row counts a row's threads):
-// rotated into q_out when the row is real and its position in the cos/sin cache (the KV lanes
-// count a position past it). The heads' loads issue together and share the row's position;
-// their cos/sin row is read once from L2, then from L1. Q blocks read the count and the
-// position, no slot.
-template <bool kPdl, int kHeads>
-__device__ __forceinline__ void rotate_query_units(const GuardArgs& guard, const MlaRopeArgs& a) {
+// One unit of Q's RoPE part (8 bf16 values, or a NeoX pair of them 32 apart) in one head of one
+// of the block's rows (the launcher's q_units_per_row counts a row's threads): rotated into q_out
+// when the row is real and its position in the cos/sin cache (the KV lanes count a position past
+// it). Q blocks read the count and the position, no slot.
+template <bool kPdl>
+__device__ __forceinline__ void rotate_query_unit(const GuardArgs& guard, const MlaRopeArgs& a) {
   const RopeArgs& r = a.rope;
   const uint32_t threads = blockDim.x * blockDim.y;
   const uint32_t u =
@@ -101,71 +99,55 @@ __device__ __forceinline__ void rotate_query_units(const GuardArgs& guard, const
   const int64_t row = static_cast<int64_t>(blockIdx.x) * guard.rows_per_block + row_in_block;
   if (static_cast<int32_t>(row_in_block) >= guard.rows_per_block || row >= guard.num_tokens)
     return;
-  // unit.head: the group of kHeads heads.
   const RopeUnit unit = RopeUnit::rotating(r, a.q_units_per_head,
                                            u - row_in_block * a.q_units_per_row.divisor);
-  const uint16_t* src[kHeads];
-  const uint16_t* partner_src[kHeads];  // read by NeoX pairs only
-#pragma unroll
-  for (int k = 0; k < kHeads; ++k) {
-    src[k] = reinterpret_cast<const uint16_t*>(r.q) +
-             (row * r.q_token_stride + (unit.head * kHeads + k) * r.q_head_stride + 8 * unit.vec);
-    partner_src[k] = src[k] + r.half_rot;
-  }
+  const uint16_t* src = reinterpret_cast<const uint16_t*>(r.q) +
+                        (row * r.q_token_stride + unit.head * r.q_head_stride + 8 * unit.vec);
+  const uint16_t* partner_src = src + r.half_rot;  // read by NeoX pairs only
   const uint8_t* position_src = rotation_position_address(r, row);
   CountSource count{guard.n_ptr, guard.n_ptr};
   if constexpr (kPdl) {  // pinned as begin_row pins: without a count, read the position's word
     if (count.count == nullptr) count.count_read = reinterpret_cast<const int32_t*>(position_src);
     compute_before_wait(count.count_read);
-#pragma unroll
-    for (int k = 0; k < kHeads; ++k) {
-      compute_before_wait(src[k]);
-      compute_before_wait(partner_src[k]);
-    }
+    compute_before_wait(src);
+    compute_before_wait(partner_src);
     compute_before_wait(position_src);
   }
   begin_store<kPdl>(guard);
-  uint4 x[kHeads][1], y[kHeads][1];
-#pragma unroll
-  for (int k = 0; k < kHeads; ++k) {
-    x[k][0] = load_global<kPdl>(reinterpret_cast<const uint4*>(src[k]));
-    if (unit.pair) y[k][0] = load_global<kPdl>(reinterpret_cast<const uint4*>(partner_src[k]));
-  }
+  uint4 x[1], y[1];
+  x[0] = load_global<kPdl>(reinterpret_cast<const uint4*>(src));
+  if (unit.pair) y[0] = load_global<kPdl>(reinterpret_cast<const uint4*>(partner_src));
   const int64_t position = load_rotation_position<kPdl>(r, position_src, row);
   const int64_t n = count.template load_count<kPdl>(guard);
   if (row >= n || position < 0 || position >= r.max_position) return;
-#pragma unroll
-  for (int k = 0; k < kHeads; ++k) {
-    float v[8], w[8];
-    rotate_unit<KvDataType::kBf16>(r, unit, position, x[k], y[k], v, w);
-    encode_values<KvDataType::kBf16>(v, x[k]);
-    uint8_t* base = r.q_out + 2 * (row * r.q_out_token_stride +
-                                   (unit.head * kHeads + k) * r.q_out_head_stride);
-    store_vectors(base + 16 * unit.vec, x[k]);
-    if (unit.pair) {
-      encode_values<KvDataType::kBf16>(w, y[k]);
-      store_vectors(base + 16 * (unit.vec + static_cast<uint32_t>(r.pair_units)), y[k]);
-    }
+  float v[8], w[8];
+  rotate_unit<KvDataType::kBf16>(r, unit, position, x, y, v, w);
+  encode_values<KvDataType::kBf16>(v, x);
+  uint8_t* base = r.q_out + 2 * (row * r.q_out_token_stride + unit.head * r.q_out_head_stride);
+  store_vectors(base + 16 * unit.vec, x);
+  if (unit.pair) {
+    encode_values<KvDataType::kBf16>(w, y);
+    store_vectors(base + 16 * (unit.vec + static_cast<uint32_t>(r.pair_units)), y);
   }
 }
 
-template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl, int kQHeads>
+template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl>
 __global__ void __launch_bounds__(tuning::kMaxBlockThreads,
                                   tuning::kMlaRopeThreadsPerSm / tuning::kMaxBlockThreads)
 mla_rope_store_kernel(const GuardArgs guard, const MlaArgs kv,
                       const __grid_constant__ MlaRopeArgs rope, const PageTableArgs kv_table) {
-  if (blockIdx.y != 0) return rotate_query_units<kPdl, kQHeads>(guard, rope);
+  if (blockIdx.y != 0) return rotate_query_unit<kPdl>(guard, rope);
   mla_store_rows<kLayout, kRule, SlotT, kN, kPdl, true>(guard, kv, kv_table, &rope.rope);
 }
 
 template <MlaLayout kLayout, ScaleRule kKvRule, IndexKFormat kIndex, typename SlotT, int kN,
-          bool kPdl, int kIndexDim, int kQHeads>
+          bool kPdl, int kIndexDim>
 __global__ void __launch_bounds__(tuning::kMaxBlockThreads,
                                   tuning::kMlaRopeThreadsPerSm / tuning::kMaxBlockThreads)
 fused_rope_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs index,
                         const __grid_constant__ MlaRopeArgs rope, const PageTableArgs kv_table,
                         const PageTableArgs index_table) {
-  if (blockIdx.y != 0) return rotate_query_units<kPdl, kQHeads>(guard, rope);
+  if (blockIdx.y != 0) return rotate_query_unit<kPdl>(guard, rope);
   fused_store_rows<kLayout, kKvRule, kIndex, SlotT, kN, kPdl, kIndexDim, true>(
       guard, kv, index, kv_table, index_table, &rope.rope);
 }
