@@ -35,12 +35,16 @@ __device__ __forceinline__ const uint16_t* nope_or_rope_source(const MlaArgs& a,
 
 // An MLA row without RoPE: nothing rotates, the verdict is the guard's.
 struct NoRotation {
+  __device__ __forceinline__ void operator()() const {}
   __device__ __forceinline__ bool operator()(int64_t /*n*/) const { return true; }
 };
 
 // The guard of an MLA row whose values `x` are loading: the count and the slot load beside
-// them, then `rotate(n)` (a rotating row's RoPE part, in x or beside it; false: not stored), the
-// tile's amax (the whole warp takes part), the row's page position and the verdict. The row
+// them, then `rotate()` (a rotating row's RoPE part rotated, in x or beside it), the tile's amax
+// (the whole warp takes part), `verdict(n)` (a rotating row's: false, not stored), the row's page
+// position and the verdict. The count and the slot issue before the rotation: its branches would
+// otherwise hold them back until its cos/sin is there, a third load latency on the chain; and
+// nothing before the verdict waits for them. The row
 // returns when `stored` is false. A row past the batch (`live` false: the last block's spare
 // rows) loads no slot (-1: never stored, never counted).
 struct MlaRowGuard {
@@ -48,16 +52,19 @@ struct MlaRowGuard {
   PagePosition pos;
   bool stored;
 };
-template <int kTileLanes, bool kPdl, typename SlotT, int kN, typename Rotate = NoRotation>
+template <int kTileLanes, bool kPdl, typename SlotT, int kN, typename Rotate = NoRotation,
+          typename Verdict = NoRotation>
 __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, const MlaArgs& a,
                                                      const GuardSources<SlotT>& sources,
                                                      int64_t row, int lane, bool live,
                                                      const Bf16Vals<kN>& x,
-                                                     Rotate&& rotate = Rotate{}) {
+                                                     Rotate&& rotate = Rotate{},
+                                                     Verdict&& verdict = Verdict{}) {
   const int64_t n = sources.template load_count<kPdl>(guard);
   const int64_t slot = live ? sources.template load_slot<kPdl>(n) : -1;
-  const bool rotated = rotate(n);
+  rotate();
   const float amax = group_amax<kTileLanes>(x.amax());
+  const bool rotated = verdict(n);
   const auto pos = PagePosition::of_slot(slot, a.cache.page_shift, a.slots);
   return {amax, pos,
           row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0) && rotated};
@@ -65,13 +72,14 @@ __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, con
 
 // The rotation of a rotating MLA row's RoPE part (fused_store_cache with RotaryEmbedding): the
 // row's position loads beside its inputs (every lane: the verdict needs it), and each lane that
-// holds RoPE values loads its cos/sin as soon as the position is there, before the count and the
-// slot decide (cos_sin_row: the cache is read-only, and a position outside it reads row 0, which
+// holds RoPE values loads its cos/sin once the count and the slot have issued, before they
+// decide (cos_sin_row: the cache is read-only, and a position outside it reads row 0, which
 // nothing stores); then each such lane rotates its values, a NeoX partner (32 values on)
-// shuffled from the lane that holds it, in the same warp. A row rotates when it is real and its
-// position is in the cos/sin cache; a real row past the cache is counted once and stores
-// nothing. The rotated values are bf16 (rounded by the peer's rule), what the layout then stores,
-// and key_out's. kVals: the RoPE values a lane holds (8 or 16).
+// shuffled from the lane that holds it, in the same warp, while the count and the slot are still
+// on their way (a row that turns out not to be stored was rotated for nothing, and written
+// nowhere). A row is stored when it is real and its position is in the cos/sin cache; a real
+// row past the cache is counted once and stores nothing. The rotated values are bf16 (rounded
+// by the peer's rule), what the layout then stores, and key_out's. kVals: the RoPE values a lane holds (8 or 16).
 template <int kVals>
 struct MlaRowRotation {
   static_assert(kVals == 8 || kVals == 16, "8 or 16 RoPE values a lane");
@@ -79,7 +87,6 @@ struct MlaRowRotation {
   const int64_t input_row;
   const uint8_t* position_src;
   int64_t position = 0;
-  float c[kVals], s[kVals];  // the lane's cos / sin: NeoX kVals of each, GPT-J the first half
 
   // `input_row`: the row whose inputs the lanes read (mla_input_row).
   __device__ __forceinline__ MlaRowRotation(const RopeArgs& rope, int64_t input_row)
@@ -87,12 +94,16 @@ struct MlaRowRotation {
         input_row(input_row),
         position_src(rotation_position_address(rope, input_row)) {}
 
-  // The position, then the cos/sin of a lane that holds RoPE values d0 .. d0 + kVals - 1
-  // (`rope_lane`).
+  // The row's position, loaded beside the row's values.
   template <bool kPdl>
-  __device__ __forceinline__ void load_position(bool rope_lane, int32_t d0) {
+  __device__ __forceinline__ void load_position() {
     position = load_rotation_position<kPdl>(r, position_src, input_row);
-    if (!rope_lane) return;
+  }
+
+  // The cos/sin of a lane that holds RoPE values d0 .. d0 + kVals - 1 (NeoX: kVals of each,
+  // GPT-J: the first kVals / 2).
+  __device__ __forceinline__ void load_cos_sin(int32_t d0, float (&c)[kVals],
+                                               float (&s)[kVals]) const {
     const uint8_t* row = cos_sin_row(r, position);
     if (r.pair_units > 0) {
       load_cos_sin_row<KvDataType::kBf16>(r, row, d0 < r.half_rot ? d0 : d0 - r.half_rot, c, s);
@@ -108,28 +119,40 @@ struct MlaRowRotation {
   }
 
   // The lane's kVals RoPE values `w` (bf16 pairs; `rope_lane`: it holds RoPE values d0 ..
-  // d0 + kVals - 1) rotated; whether the row rotates. Called by every lane of the row's warps
-  // (the row is uniform in a warp), so that NeoX's shuffles see the whole warp.
-  __device__ __forceinline__ bool rotate(const GuardArgs& guard, int64_t row, int64_t n, bool live,
-                                         bool leader, bool rope_lane, int32_t d0,
+  // d0 + kVals - 1) rotated by its cos/sin, whatever the count says. Called by every lane of the
+  // row's warps (the row is uniform in a warp), so that NeoX's shuffles see the whole warp.
+  // The style and the rounding are one uniform branch here, so that the rotation each row runs
+  // is straight-line code: per-value branches on them measured as long as the row's loads.
+  __device__ __forceinline__ void rotate(bool rope_lane, int32_t d0,
                                          uint32_t (&w)[kVals / 2]) const {
-    const bool real = live && row < n;
-    const bool in_cache = position >= 0 && position < r.max_position;
-    if (leader && real && !in_cache && guard.diagnostics != nullptr)
-      atomicAdd(&guard.diagnostics->out_of_range_positions, 1ull);
-    if (!real || !in_cache) return false;
+    float c[kVals], s[kVals];
+    if (rope_lane) load_cos_sin(d0, c, s);
+    if (r.pair_units > 0) {
+      if (r.input_rounding) rotate_as<true, true>(rope_lane, d0, c, s, w);
+      else rotate_as<true, false>(rope_lane, d0, c, s, w);
+    } else {
+      if (r.input_rounding) rotate_as<false, true>(rope_lane, d0, c, s, w);
+      else rotate_as<false, false>(rope_lane, d0, c, s, w);
+    }
+  }
+
+  // The rotation in one style (kNeox) and rounding (kInputRounding).
+  template <bool kNeox, bool kInputRounding>
+  __device__ __forceinline__ void rotate_as(bool rope_lane, int32_t d0, const float (&c)[kVals],
+                                            const float (&s)[kVals],
+                                            uint32_t (&w)[kVals / 2]) const {
     // Four values at a time, so that the row stays within its registers. NeoX pairs d and d + 32
     // sit on lanes 32 / kVals apart; every lane shuffles (the row is the warp's), the RoPE lanes
     // rotate.
     constexpr int kGroup = 4;
     constexpr int kPartnerLanes = layout::kRopeDim / 2 / kVals;
-    const bool neox = r.pair_units > 0;
+    constexpr bool neox = kNeox;
     const bool first = d0 < r.half_rot;
 #pragma unroll
     for (int g = 0; g < kVals / kGroup; ++g) {
       uint32_t* words = w + g * (kGroup / 2);
       uint32_t partner[kGroup / 2];
-      if (neox) {
+      if constexpr (neox) {
 #pragma unroll
         for (int i = 0; i < kGroup / 2; ++i)
           partner[i] = __shfl_xor_sync(0xffffffffu, words[i], kPartnerLanes);
@@ -138,14 +161,14 @@ struct MlaRowRotation {
       float v[kGroup];
 #pragma unroll
       for (int i = 0; i < kGroup / 2; ++i) decode_bf16x2(words[i], v + 2 * i);
-      if (neox) {
+      if constexpr (neox) {
         float p[kGroup];
 #pragma unroll
         for (int i = 0; i < kGroup / 2; ++i) decode_bf16x2(partner[i], p + 2 * i);
 #pragma unroll
         for (int i = 0; i < kGroup; ++i)
           v[i] = rotate_value<KvDataType::kBf16>(v[i], p[i], c[kGroup * g + i],
-                                                 s[kGroup * g + i], first, r.input_rounding);
+                                                 s[kGroup * g + i], first, kInputRounding);
       } else {  // GPT-J: pairs (2i, 2i + 1) inside the lane
         float cg[kGroup / 2], sg[kGroup / 2];
 #pragma unroll
@@ -153,7 +176,7 @@ struct MlaRowRotation {
           cg[i] = c[kGroup / 2 * g + i];
           sg[i] = s[kGroup / 2 * g + i];
         }
-        rotate_adjacent_pairs<KvDataType::kBf16>(v, cg, sg, r.input_rounding);
+        rotate_adjacent_pairs<KvDataType::kBf16>(v, cg, sg, kInputRounding);
       }
 #pragma unroll
       for (int i = 0; i < kGroup / 2; ++i)  // exact: each value is a bf16 already
@@ -161,8 +184,19 @@ struct MlaRowRotation {
                    static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i + 1])))
                        << 16;
     }
-    if (!rope_lane) return true;
-    if (r.k_out != nullptr) {
+  }
+
+  // Whether the row (count `n`) is stored: real, its position in the cache (a real row past it
+  // counted by the leader); key_out then gets the rotated values `w` of a RoPE lane.
+  __device__ __forceinline__ bool verdict(const GuardArgs& guard, int64_t row, int64_t n,
+                                          bool live, bool leader, bool rope_lane, int32_t d0,
+                                          const uint32_t (&w)[kVals / 2]) const {
+    const bool real = live && row < n;
+    const bool in_cache = position >= 0 && position < r.max_position;
+    if (leader && real && !in_cache && guard.diagnostics != nullptr)
+      atomicAdd(&guard.diagnostics->out_of_range_positions, 1ull);
+    if (!real || !in_cache) return false;
+    if (rope_lane && r.k_out != nullptr) {
       uint8_t* out = r.k_out + 2 * (row * r.k_out_token_stride + d0);
 #pragma unroll
       for (int i = 0; i < kVals / 8; ++i)
@@ -198,16 +232,18 @@ __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& gu
     x = Bf16Vals<kN>::template load<kPdl>(src);
     const bool rope_lane = lane >= nope_lanes;
     const int32_t d0 = kN * (lane - nope_lanes);
-    rotation.template load_position<kPdl>(rope_lane, d0);
-    return guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, live, x,
-                                           [&](int64_t n) {
-      uint32_t w[kN / 2];
-      x.words(w);
-      const bool rotated =
-          rotation.rotate(guard, row, n, live, lane == 0, rope_lane, d0, w);
-      x.set_words(w);
-      return rotated;
-    });
+    rotation.template load_position<kPdl>();
+    uint32_t w[kN / 2];
+    return guard_mla_row<kTileLanes, kPdl>(
+        guard, a, sources, row, lane, live, x,
+        [&]() {
+          x.words(w);
+          rotation.rotate(rope_lane, d0, w);
+          x.set_words(w);
+        },
+        [&](int64_t n) {
+          return rotation.verdict(guard, row, n, live, lane == 0, rope_lane, d0, w);
+        });
   } else {
     begin_row<kPdl>(guard, sources, src);
     x = Bf16Vals<kN>::template load<kPdl>(src);

@@ -37,15 +37,19 @@ struct MlaRow<MlaLayout::kV32> {
         MlaRowRotation<8> rotation(*rope, input_row);
         begin_row<kPdl>(guard, sources, nope, rope_src, rotation.position_src);
         load();
-        rotation.template load_position<kPdl>(lane < kRopeLanes, 8 * lane);
-        return guard_mla_row<kTileLanes, kPdl>(guard, a, sources, row, lane, live, x,
-                                               [&](int64_t n) {
-          uint32_t w[4] = {rope_vec.x, rope_vec.y, rope_vec.z, rope_vec.w};
-          const bool rotated =
-              rotation.rotate(guard, row, n, live, lane == 0, lane < kRopeLanes, 8 * lane, w);
-          rope_vec = {w[0], w[1], w[2], w[3]};
-          return rotated;
-        });
+        rotation.template load_position<kPdl>();
+        uint32_t w[4];
+        return guard_mla_row<kTileLanes, kPdl>(
+            guard, a, sources, row, lane, live, x,
+            [&]() {
+              w[0] = rope_vec.x, w[1] = rope_vec.y, w[2] = rope_vec.z, w[3] = rope_vec.w;
+              rotation.rotate(lane < kRopeLanes, 8 * lane, w);
+              rope_vec = {w[0], w[1], w[2], w[3]};
+            },
+            [&](int64_t n) {
+              return rotation.verdict(guard, row, n, live, lane == 0, lane < kRopeLanes,
+                                      8 * lane, w);
+            });
       } else {
         begin_row<kPdl>(guard, sources, nope, rope_src);
         load();
