@@ -44,9 +44,9 @@ struct NoRotation {
 // (the whole warp takes part), `verdict(n)` (a rotating row's: false, not stored), the row's page
 // position and the verdict. The count and the slot issue before the rotation: its branches would
 // otherwise hold them back until its cos/sin is there, a third load latency on the chain; and
-// nothing before the verdict waits for them. The row
-// returns when `stored` is false. A row past the batch (`live` false: the last block's spare
-// rows) loads no slot (-1: never stored, never counted).
+// nothing before the verdict waits for them. The row returns when `stored` is false. A row
+// past the batch (`live` false: the last block's spare rows) loads no slot (-1: never stored,
+// never counted).
 struct MlaRowGuard {
   float amax;
   PagePosition pos;
@@ -79,7 +79,8 @@ __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, con
 // on their way (a row that turns out not to be stored was rotated for nothing, and written
 // nowhere). A row is stored when it is real and its position is in the cos/sin cache; a real
 // row past the cache is counted once and stores nothing. The rotated values are bf16 (rounded
-// by the peer's rule), what the layout then stores, and key_out's. kVals: the RoPE values a lane holds (8 or 16).
+// by the peer's rule), what the layout then stores, and key_out's. kVals: the RoPE values a
+// lane holds (8 or 16).
 template <int kVals>
 struct MlaRowRotation {
   static_assert(kVals == 8 || kVals == 16, "8 or 16 RoPE values a lane");
