@@ -73,7 +73,8 @@ Status mla_rope(const Node& node) {
 }
 
 // The V4.1 store with its RoPE tail rotated and no Q (the record only): GPT-J, fp32 cos/sin,
-// at each row's position in a table or in the row's own cos/sin row.
+// at each row's position in a table or in the row's own cos/sin row of (cos, sin) pairs
+// (SGLang's freqs_cis and its fp32 rotation: its fused_store_flashmla_cache_v41 bytes).
 Status mla_rope_k(const Node& node, RopeCosSinRows rows) {
   FusedStoreParams p = mla_params(node, MlaLayout::kV41, ScaleRule::kPow2);
   RotaryEmbedding& r = p.rotary;
@@ -81,6 +82,7 @@ Status mla_rope_k(const Node& node, RopeCosSinRows rows) {
   r.positions = by_row ? nullptr : thrust::raw_pointer_cast(g_positions->data());
   r.positions_type = SlotType::kInt64;
   r.cos_sin_rows = rows;
+  r.cos_sin_layout = by_row ? RopeCosSinLayout::kInterleaved : RopeCosSinLayout::kHalves;
   r.cos_sin_cache = thrust::raw_pointer_cast((by_row ? g_cos_sin_rows : g_cos_sin_fp32)->data());
   r.cos_sin_type = KvDataType::kFp32;
   r.max_position = by_row ? kMaxRows : kMlaRopePositions;

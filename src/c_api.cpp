@@ -185,7 +185,8 @@ cs::RotaryEmbedding rotary_of(const cachestore_rope_t& r) {
           static_cast<cs::RopeRounding>(r.rounding), r.num_query_heads, r.query,
           r.query_token_stride, r.query_head_stride, r.query_out, r.query_out_token_stride,
           r.query_out_head_stride, r.key_out, r.key_out_token_stride, r.key_out_head_stride,
-          static_cast<cs::RopeCosSinRows>(r.cos_sin_rows)};
+          static_cast<cs::RopeCosSinRows>(r.cos_sin_rows),
+          static_cast<cs::RopeCosSinLayout>(r.cos_sin_layout)};
 }
 
 cs::FusedStoreParams to_cpp(const cachestore_fused_store_params_t& c) {

@@ -232,6 +232,10 @@ Status check_rotation(const RotaryEmbedding& r, const char* name, const RotatedI
   if (r.cos_sin_rows != RopeCosSinRows::kByPosition && r.cos_sin_rows != RopeCosSinRows::kByRow)
     return fail(Status::kErrorInvalidArgument, "%s.cos_sin_rows = %d: not a RopeCosSinRows", name,
                 static_cast<int>(r.cos_sin_rows));
+  if (r.cos_sin_layout != RopeCosSinLayout::kHalves &&
+      r.cos_sin_layout != RopeCosSinLayout::kInterleaved)
+    return fail(Status::kErrorInvalidArgument, "%s.cos_sin_layout = %d: not a RopeCosSinLayout",
+                name, static_cast<int>(r.cos_sin_layout));
   const bool by_row = r.cos_sin_rows == RopeCosSinRows::kByRow;
   if (by_row && r.max_position < k.rows)
     return fail(Status::kErrorInvalidArgument,

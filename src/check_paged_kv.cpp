@@ -156,6 +156,10 @@ Status check_rope(const PagedKvParams& p) {
     return fail(Status::kErrorNotSupported,
                 "rope.cos_sin_rows = kByRow: store_paged_kv rotates by position (positions and a "
                 "cos/sin table; fused_store_cache takes a cos/sin row a row)");
+  if (r.cos_sin_layout == RopeCosSinLayout::kInterleaved)
+    return fail(Status::kErrorNotSupported,
+                "rope.cos_sin_layout = kInterleaved: store_paged_kv reads cos and sin as halves "
+                "of a row (vLLM's and FlashInfer's cos_sin_cache; fused_store_cache takes both)");
   const int32_t multiple = r.style == RopeStyle::kNeox ? 2 * width : width;
   if (r.rotary_dim <= 0 || r.rotary_dim > p.k.head_dim || r.rotary_dim % multiple != 0)
     return fail(Status::kErrorNotSupported,

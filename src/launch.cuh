@@ -170,7 +170,10 @@ inline kernels::RopeArgs rope_args(const RotaryEmbedding& r, int32_t pair_units,
           static_cast<uint8_t>(r.positions_type == SlotType::kInt64),
           static_cast<uint8_t>(r.cos_sin_type),
           static_cast<uint8_t>(r.rounding == RopeRounding::kInputType),
-          static_cast<uint8_t>(r.cos_sin_rows == RopeCosSinRows::kByRow),
+          static_cast<uint8_t>(
+              (r.cos_sin_rows == RopeCosSinRows::kByRow ? kernels::kCosSinByRow : 0) |
+              (r.cos_sin_layout == RopeCosSinLayout::kInterleaved ? kernels::kCosSinInterleaved
+                                                                   : 0)),
           r.key_out_head_stride,
           q_begin,
           query,

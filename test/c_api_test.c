@@ -259,6 +259,13 @@ int main(void) {
     EXPECT(strstr(cachestore_last_error_message(), "rotary.cos_sin_rows") != NULL);
     fused.rotary.cos_sin_rows = CACHESTORE_ROPE_COS_SIN_BY_POSITION;
     fused.rotary.max_position = 4096;
+    /* (cos, sin) pairs side by side, and a layout that is none */
+    fused.rotary.cos_sin_layout = CACHESTORE_ROPE_COS_SIN_INTERLEAVED;
+    EXPECT(cachestore_check_fused_store_cache(&fused) == CACHESTORE_SUCCESS);
+    fused.rotary.cos_sin_layout = 3;
+    EXPECT(cachestore_check_fused_store_cache(&fused) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "rotary.cos_sin_layout") != NULL);
+    fused.rotary.cos_sin_layout = CACHESTORE_ROPE_COS_SIN_HALVES;
     EXPECT(sizeof fused == 472);
     memset(&fused.rotary, 0, sizeof fused.rotary);
     fused.index_fp4_cache.ties = 9; /* as the size checks below expect */

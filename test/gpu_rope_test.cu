@@ -292,12 +292,17 @@ MlaRotary mla_rotary(RopeStyle style, int variant) {
   r.positions_type = variant % 2 == 0 ? SlotType::kInt64 : SlotType::kInt32;
   r.max_position = 1000 + variant;
   r.by_row = variant >= 4;  // row i rotates by cos/sin row i: every real row rotates
+  r.interleaved = variant == 3 || variant >= 5;  // cos and sin side by side
+  if (variant == 6) {  // SGLang's freqs_cis: fp32 (cos, sin) pairs a row, the fp32 rotation
+    r.rounding = RopeRounding::kFp32;
+    r.cos_sin_type = KvDataType::kFp32;
+  }
   return r;
 }
 
 TEST_P(MlaRopeSweep, CachesQueryAndRopePartMatchReference) {
   const auto [kind, style] = GetParam();
-  for (int variant = 0; variant < 6; ++variant) {
+  for (int variant = 0; variant < 7; ++variant) {
     CaseShape shape;
     shape.num_tokens = 40;
     shape.page_size = 16;
@@ -338,7 +343,9 @@ INSTANTIATE_TEST_SUITE_P(
 // The same pair by hand in a V4 row's RoPE part (GPT-J: values 0 and 1) and in q_pe: the device
 // writes the contract's bytes, not only the reference's.
 TEST_F(GpuTest, MlaRopeOneBf16PairByHandInBothRoundings) {
+  for (const bool interleaved : {false, true})
   for (const RopeRounding rounding : {RopeRounding::kInputType, RopeRounding::kFp32}) {
+    SCOPED_TRACE(interleaved ? "interleaved" : "halves");
     CaseShape shape;
     shape.num_tokens = 2;
     shape.page_size = 16;
@@ -347,6 +354,7 @@ TEST_F(GpuTest, MlaRopeOneBf16PairByHandInBothRoundings) {
     shape.rotary.q_heads = 1;
     shape.rotary.key_out = true;
     shape.rotary.max_position = 2;
+    shape.rotary.interleaved = interleaved;
     StoreCase c(StoreKind::kV4, shape);
     c.randomize_inputs(rng_, 2);
     c.set_count(2);
@@ -355,7 +363,7 @@ TEST_F(GpuTest, MlaRopeOneBf16PairByHandInBothRoundings) {
     std::vector<uint8_t>& cs = c.rope_cos_sin().host;  // [2, 64] fp32: position 1 at 256 bytes
     const float cos_sin[2] = {0.6f, 0.8f};
     std::memcpy(cs.data() + 4 * 64, &cos_sin[0], 4);
-    std::memcpy(cs.data() + 4 * (64 + 32), &cos_sin[1], 4);
+    std::memcpy(cs.data() + 4 * (64 + (interleaved ? 1 : 32)), &cos_sin[1], 4);
     const uint16_t pair[2] = {0x3fc0, 0x3ea0};  // 1.5, 0.3125 at row 0's RoPE values 0 and 1
     std::memcpy(c.rope_input().host.data(), pair, 4);
     c.upload_inputs();

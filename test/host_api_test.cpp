@@ -314,6 +314,14 @@ TEST(ArgumentChecks, StorePagedKvWithRope) {
   EXPECT_NE(std::string(last_error_message()).find("rope.cos_sin_rows"), std::string::npos);
   by_row.rope.positions = nullptr;
   EXPECT_EQ(check(by_row), Status::kErrorNotSupported);
+  // So is a cos/sin row of (cos, sin) pairs.
+  PagedKvParams interleaved = rope_params();
+  interleaved.rope.cos_sin_layout = RopeCosSinLayout::kInterleaved;
+  EXPECT_EQ(check(interleaved), Status::kErrorNotSupported);
+  EXPECT_NE(std::string(last_error_message()).find("rope.cos_sin_layout"), std::string::npos);
+  interleaved.rope.cos_sin_layout = static_cast<RopeCosSinLayout>(2);
+  EXPECT_EQ(check(interleaved), Status::kErrorInvalidArgument);
+  EXPECT_NE(std::string(last_error_message()).find("rope.cos_sin_layout"), std::string::npos);
 }
 
 TEST(ArgumentChecks, OwnerShardingOnPagedStores) {
@@ -390,6 +398,7 @@ TEST(ArgumentChecks, FusedStoreCacheWithRotary) {
     {{"key_out misaligned", S::kErrorMisalignedOperand, "rotary.key_out"}, [](auto& p) { p.rotary.key_out = fake(0x70004); p.rotary.key_out_token_stride = 64; }},
     {{"key_out in place, other stride", S::kErrorInvalidArgument, "rotary.key_out == the rotated input"}, [](auto& p) { p.rotary.key_out = const_cast<void*>(p.rope); p.rotary.key_out_token_stride = 64; }},
     {{"cos/sin rows", S::kErrorInvalidArgument, "rotary.cos_sin_rows"}, [](auto& p) { p.rotary.cos_sin_rows = static_cast<RopeCosSinRows>(2); }},
+    {{"cos/sin layout", S::kErrorInvalidArgument, "rotary.cos_sin_layout"}, [](auto& p) { p.rotary.cos_sin_layout = static_cast<RopeCosSinLayout>(-1); }},
     {{"a cos/sin row a row, too few", S::kErrorInvalidArgument, "rotary.max_position"}, [](auto& p) { p.rotary.positions = nullptr; p.rotary.cos_sin_rows = RopeCosSinRows::kByRow; p.rotary.max_position = p.batch.num_tokens - 1; }},
   });
   // A cos/sin row a row: positions unread (null, any type), the cache's rows at least the batch.
@@ -400,6 +409,8 @@ TEST(ArgumentChecks, FusedStoreCacheWithRotary) {
     by_row.rotary.cos_sin_rows = RopeCosSinRows::kByRow;
     by_row.rotary.max_position = by_row.batch.num_tokens;
     EXPECT_TRUE(rotates(by_row.rotary));
+    EXPECT_EQ(check(by_row), Status::kSuccess) << last_error_message();
+    by_row.rotary.cos_sin_layout = RopeCosSinLayout::kInterleaved;  // SGLang's freqs_cis
     EXPECT_EQ(check(by_row), Status::kSuccess) << last_error_message();
   }
   // In place: key_out is the RoPE input with its row stride; V3.2 and the V4.1 layouts rotate too.

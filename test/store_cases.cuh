@@ -93,6 +93,7 @@ struct MlaRotary {
   SlotType positions_type = SlotType::kInt64;
   int64_t max_position = 4096;
   bool by_row = false;             // a cos/sin row a row (RopeCosSinRows::kByRow): no positions
+  bool interleaved = false;        // each pair's cos and sin side by side (kInterleaved)
 };
 inline constexpr int64_t kQHeadDim = 192;  // q_nope 128 | q_pe 64
 inline constexpr int64_t kQPeOffset = 128;
@@ -371,6 +372,7 @@ class StoreCase {
     RotaryEmbedding e;
     e.positions = r.by_row ? nullptr : ptr(positions_, side);
     e.cos_sin_rows = r.by_row ? RopeCosSinRows::kByRow : RopeCosSinRows::kByPosition;
+    e.cos_sin_layout = r.interleaved ? RopeCosSinLayout::kInterleaved : RopeCosSinLayout::kHalves;
     e.positions_type = r.positions_type;
     e.cos_sin_cache = ptr(cos_sin_, side);
     e.cos_sin_type = r.cos_sin_type;

@@ -174,7 +174,8 @@ struct MlaCache {
 // RoPE fused into a store (store_paged_kv, fused_store_cache): K is rotated before it is stored
 // (and before quantization), Q (optionally) in the same launch, in vLLM's and FlashInfer's
 // convention:
-//   cos = cos_sin_cache[pos][i], sin = cos_sin_cache[pos][rotary_dim / 2 + i],
+//   cos = cos_sin_cache[pos][i], sin = cos_sin_cache[pos][rotary_dim / 2 + i] (cos_sin_layout
+//   kInterleaved: [2i] and [2i + 1]),
 //   NeoX pairs (d, d + rotary_dim / 2), GPT-J pairs (2i, 2i + 1), i < rotary_dim / 2,
 //   x' = x cos - y sin, y' = y cos + x sin; d >= rotary_dim passes unrotated.
 // A row is rotated and stored only when it is real (i < n) and 0 <= pos < max_position; a real
@@ -193,6 +194,10 @@ struct MlaCache {
 // stores any input. docs/layouts.md gives the rounding of each option.
 enum class RopeStyle : int32_t { kNeox = 0, kGptj = 1 };
 enum class RopeCosSinRows : int32_t { kByPosition = 0, kByRow = 1 };
+// Where pair i's cos and sin sit in a cos/sin row: cos at i and sin at rotary_dim / 2 + i
+// (vLLM's and FlashInfer's cos_sin_cache), or side by side at 2i and 2i + 1 (SGLang's freqs_cis,
+// (real, imag) interleaved; fused_store_cache only).
+enum class RopeCosSinLayout : int32_t { kHalves = 0, kInterleaved = 1 };
 enum class RopeRounding : int32_t {
   // vLLM rotary_embedding: 16-bit inputs round each product and the sum to the input type, and
   // cos / sin are first rounded to it (vLLM holds the cache in the query's dtype).
@@ -231,6 +236,7 @@ struct RotaryEmbedding {
   // Which cos/sin row a row rotates by: its position's, or its own (cos_sin_cache [num_tokens or
   // more, >= rotary_dim]; fused_store_cache only).
   RopeCosSinRows cos_sin_rows = RopeCosSinRows::kByPosition;
+  RopeCosSinLayout cos_sin_layout = RopeCosSinLayout::kHalves;
 };
 
 // Whether a store rotates: positions given, or a cos/sin row per row.

@@ -192,6 +192,7 @@ typedef struct cachestore_index_k_fp4_params_t {
 enum { CACHESTORE_ROPE_NEOX = 0, CACHESTORE_ROPE_GPTJ = 1 };
 enum { CACHESTORE_ROPE_ROUND_INPUT_TYPE = 0, CACHESTORE_ROPE_ROUND_FP32 = 1 };
 enum { CACHESTORE_ROPE_COS_SIN_BY_POSITION = 0, CACHESTORE_ROPE_COS_SIN_BY_ROW = 1 };
+enum { CACHESTORE_ROPE_COS_SIN_HALVES = 0, CACHESTORE_ROPE_COS_SIN_INTERLEAVED = 1 };
 typedef struct cachestore_rope_t {
   const void* positions;  /* device [num_tokens] */
   int32_t positions_type; /* CACHESTORE_SLOT_INT32 | _INT64 */
@@ -208,9 +209,10 @@ typedef struct cachestore_rope_t {
   void* query_out; int64_t query_out_token_stride; int64_t query_out_head_stride;
   /* NULL: none; k's data: in place */
   void* key_out; int64_t key_out_token_stride; int64_t key_out_head_stride;
-  /* Appended in 0.9 (136 bytes; the params structs that end with it grow with it): */
-  int32_t cos_sin_rows;   /* CACHESTORE_ROPE_COS_SIN_*; 0 = by position */
-  int32_t pad_rope0;
+  /* Appended in 0.9 (136 bytes, with cos_sin_layout; the params structs that end with it
+   * grow with it): */
+  int32_t cos_sin_rows;   /* CACHESTORE_ROPE_COS_SIN_BY_*; 0 = by position */
+  int32_t cos_sin_layout; /* CACHESTORE_ROPE_COS_SIN_HALVES | _INTERLEAVED; 0 = halves */
 } cachestore_rope_t;
 
 typedef struct cachestore_fused_store_params_t {

@@ -27,6 +27,7 @@ KV_CACHE_AUTO, KV_CACHE_FP8_E4M3, KV_CACHE_FP8_E5M2, KV_CACHE_NVFP4 = 0, 1, 2, 3
 ROPE_NEOX, ROPE_GPTJ = 0, 1
 ROPE_ROUND_INPUT_TYPE, ROPE_ROUND_FP32 = 0, 1
 ROPE_COS_SIN_BY_POSITION, ROPE_COS_SIN_BY_ROW = 0, 1
+ROPE_COS_SIN_HALVES, ROPE_COS_SIN_INTERLEAVED = 0, 1
 
 
 class Slots(ctypes.Structure):
@@ -84,7 +85,7 @@ class Rope(ctypes.Structure):
                 ("query", vp), ("query_token_stride", i64), ("query_head_stride", i64),
                 ("query_out", vp), ("query_out_token_stride", i64),
                 ("query_out_head_stride", i64), ("key_out", vp), ("key_out_token_stride", i64),
-                ("key_out_head_stride", i64), ("cos_sin_rows", i32), ("pad_rope0", i32)]
+                ("key_out_head_stride", i64), ("cos_sin_rows", i32), ("cos_sin_layout", i32)]
 
 
 class FusedStoreParams(_Params):

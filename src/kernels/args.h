@@ -183,7 +183,7 @@ struct BlockScaleArgs {
 struct RopeArgs {
   const void* positions;        // device [num_tokens] int32 | int64
   const uint8_t* cos_sin;       // device [max_position, cos_sin_stride] of cos_sin_type
-                                // (cos_sin_by_row: row i's own row; positions unread)
+                                // (by_row(): row i's own row; positions unread)
   int64_t cos_sin_stride;       // bytes
   int64_t max_position;
   uint8_t* k_out;               // nullptr: none; == the K input: in place
@@ -194,7 +194,7 @@ struct RopeArgs {
   uint8_t positions_int64;
   uint8_t cos_sin_type;         // KvDataType
   uint8_t input_rounding;       // RopeRounding::kInputType
-  uint8_t cos_sin_by_row;       // RopeCosSinRows::kByRow
+  uint8_t cos_sin_form;         // kByRow | kInterleaved (RopeCosSinRows, RopeCosSinLayout)
   int64_t k_out_head_stride;
   // Q: units j >= q_begin of a row, as many a head as K's (k.vecs_per_head).
   int32_t q_begin;
@@ -206,6 +206,11 @@ struct RopeArgs {
   int64_t q_out_head_stride;
 };
 static_assert(offsetof(RopeArgs, k_out_head_stride) == 64, "a K row's fields in 64 bytes");
+
+// RopeArgs::cos_sin_form's bits: row i rotates by cos/sin row i; each pair's cos and sin side by
+// side (the MLA rotations only: store_paged_kv refuses both).
+inline constexpr uint8_t kCosSinByRow = 1;
+inline constexpr uint8_t kCosSinInterleaved = 2;
 
 // fused_store_cache with RoPE (mla_rope kernels): the rotation of the rows' RoPE parts (`rope`:
 // half_rot 32; pair_units > 0 for NeoX; q_begin unused) and Q's RoPE part, rotated by the blocks

@@ -70,120 +70,96 @@ __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, con
           row_is_stored(guard, a.slots, row, n, slot, pos.global_page, lane == 0) && rotated};
 }
 
-// The rotation of a rotating MLA row's RoPE part (fused_store_cache with RotaryEmbedding): the
-// row's position loads beside its inputs (every lane: the verdict needs it), and each lane that
-// holds RoPE values loads its cos/sin once the count and the slot have issued, before they
-// decide (cos_sin_row: the cache is read-only, and a position outside it reads row 0, which
-// nothing stores); then each such lane rotates its values, a NeoX partner (32 values on)
-// shuffled from the lane that holds it, in the same warp, while the count and the slot are still
-// on their way (a row that turns out not to be stored was rotated for nothing, and written
-// nowhere). A row is stored when it is real and its position is in the cos/sin cache; a real
-// row past the cache is counted once and stores nothing. The rotated values are bf16 (rounded
-// by the peer's rule), what the layout then stores, and key_out's. kVals: the RoPE values a
-// lane holds (8 or 16).
+// The rotation of a rotating MLA row's RoPE part (fused_store_cache with RotaryEmbedding),
+// spread over the 32 lanes of the row's warp that holds it: lane l of that warp rotates the
+// part's word l (values 2l and 2l + 1; NeoX with the word 16 away, its partners), from its own
+// loads of the two words beside the row's values, and the lanes that hold the part then take
+// their kVals / 2 words by shuffles. Each lane's chain is then one pair's rotation rather than
+// kVals values behind a branch of the few lanes that hold them. The cos/sin is loaded once the
+// count and the slot have issued, before they decide (cos_sin_row: the cache is read-only, and a
+// position outside it reads row 0, which nothing stores); a row that turns out not to be stored
+// was rotated for nothing, and written nowhere. A row is stored when it is real and its position
+// is in the cos/sin cache; a real row past the cache is counted once and stores nothing. The
+// rotated values are bf16 (rounded by the peer's rule), what the layout then stores, and
+// key_out's. kVals: the RoPE values a lane that holds them holds (8 or 16).
 template <int kVals>
 struct MlaRowRotation {
   static_assert(kVals == 8 || kVals == 16, "8 or 16 RoPE values a lane");
+  static constexpr int kWords = kVals / 2;
+  static_assert(kWords * layout::kRopeDim / kVals == 32, "the part is one word a lane of a warp");
   const RopeArgs& r;
   const int64_t input_row;
   const uint8_t* position_src;
+  const uint32_t* part;  // the row's RoPE input, 32 words
   int64_t position = 0;
+  uint32_t own = 0;      // word l of the part
+  uint32_t partner = 0;  // word l ^ 16 (NeoX's partners; read either way, the same line)
 
-  // `input_row`: the row whose inputs the lanes read (mla_input_row).
-  __device__ __forceinline__ MlaRowRotation(const RopeArgs& rope, int64_t input_row)
+  // `input_row`: the row whose inputs the lanes read (mla_input_row); `part`: its RoPE input.
+  __device__ __forceinline__ MlaRowRotation(const RopeArgs& rope, int64_t input_row,
+                                            const uint16_t* part)
       : r(rope),
         input_row(input_row),
-        position_src(rotation_position_address(rope, input_row)) {}
+        position_src(rotation_position_address(rope, input_row)),
+        part(reinterpret_cast<const uint32_t*>(part)) {}
 
-  // The row's position, loaded beside the row's values.
+  // The row's position (every lane: the verdict needs it) and, on the rotating warp, the lane's
+  // two words, loaded beside the row's values.
   template <bool kPdl>
-  __device__ __forceinline__ void load_position() {
+  __device__ __forceinline__ void load_inputs(bool rotating_warp, int warp_lane) {
     position = load_rotation_position<kPdl>(r, position_src, input_row);
-  }
-
-  // The cos/sin of a lane that holds RoPE values d0 .. d0 + kVals - 1 (NeoX: kVals of each,
-  // GPT-J: the first kVals / 2).
-  __device__ __forceinline__ void load_cos_sin(int32_t d0, float (&c)[kVals],
-                                               float (&s)[kVals]) const {
-    const uint8_t* row = cos_sin_row(r, position);
-    if (r.pair_units > 0) {
-      load_cos_sin_row<KvDataType::kBf16>(r, row, d0 < r.half_rot ? d0 : d0 - r.half_rot, c, s);
-    } else {
-      float c4[kVals / 2], s4[kVals / 2];
-      load_cos_sin_row<KvDataType::kBf16>(r, row, d0 / 2, c4, s4);
-#pragma unroll
-      for (int i = 0; i < kVals / 2; ++i) {
-        c[i] = c4[i];
-        s[i] = s4[i];
-      }
+    if (rotating_warp) {
+      own = load_global<kPdl>(part + warp_lane);
+      partner = load_global<kPdl>(part + (warp_lane ^ 16));
     }
   }
 
-  // The lane's kVals RoPE values `w` (bf16 pairs; `rope_lane`: it holds RoPE values d0 ..
-  // d0 + kVals - 1) rotated by its cos/sin, whatever the count says. Called by every lane of the
-  // row's warps (the row is uniform in a warp), so that NeoX's shuffles see the whole warp.
-  // The style and the rounding are one uniform branch here, so that the rotation each row runs
-  // is straight-line code: per-value branches on them measured as long as the row's loads.
-  __device__ __forceinline__ void rotate(bool rope_lane, int32_t d0,
-                                         uint32_t (&w)[kVals / 2]) const {
-    float c[kVals], s[kVals];
-    if (rope_lane) load_cos_sin(d0, c, s);
-    if (r.pair_units > 0) {
-      if (r.input_rounding) rotate_as<true, true>(rope_lane, d0, c, s, w);
-      else rotate_as<true, false>(rope_lane, d0, c, s, w);
-    } else {
-      if (r.input_rounding) rotate_as<false, true>(rope_lane, d0, c, s, w);
-      else rotate_as<false, false>(rope_lane, d0, c, s, w);
-    }
-  }
-
-  // The rotation in one style (kNeox) and rounding (kInputRounding).
+  // Word `l` of the part rotated in one style (kNeox) and rounding (kInputRounding), by the
+  // cos/sin row `row`.
   template <bool kNeox, bool kInputRounding>
-  __device__ __forceinline__ void rotate_as(bool rope_lane, int32_t d0, const float (&c)[kVals],
-                                            const float (&s)[kVals],
-                                            uint32_t (&w)[kVals / 2]) const {
-    // Four values at a time, so that the row stays within its registers. NeoX pairs d and d + 32
-    // sit on lanes 32 / kVals apart; every lane shuffles (the row is the warp's), the RoPE lanes
-    // rotate.
-    constexpr int kGroup = 4;
-    constexpr int kPartnerLanes = layout::kRopeDim / 2 / kVals;
-    constexpr bool neox = kNeox;
-    const bool first = d0 < r.half_rot;
+  __device__ __forceinline__ uint32_t rotated_word(const uint8_t* row, int l) const {
+    float v[2];
+    decode_bf16x2(own, v);
+    if constexpr (kNeox) {  // values d = 2l, 2l + 1 and d +- 32, by cos/sin d mod 32
+      float p[2], c[2], s[2];
+      decode_bf16x2(partner, p);
+      load_cos_sin_row<KvDataType::kBf16, 2, true>(r, row, (2 * l) & (layout::kRopeDim / 2 - 1), c,
+                                                   s);
+      const bool first = l < layout::kRopeDim / 4;
 #pragma unroll
-    for (int g = 0; g < kVals / kGroup; ++g) {
-      uint32_t* words = w + g * (kGroup / 2);
-      uint32_t partner[kGroup / 2];
-      if constexpr (neox) {
+      for (int i = 0; i < 2; ++i)
+        v[i] = rotate_value<KvDataType::kBf16>(v[i], p[i], c[i], s[i], first, kInputRounding);
+    } else {  // GPT-J: the pair (2l, 2l + 1), by cos/sin l
+      float c[1], s[1];
+      load_cos_sin_row<KvDataType::kBf16, 1, true>(r, row, l, c, s);
+      rotate_adjacent_pairs<KvDataType::kBf16>(v, c, s, kInputRounding);
+    }
+    // exact: each value is a bf16 already
+    return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[0]))) |
+           static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[1]))) << 16;
+  }
+
+  // The part rotated, whatever the count says, and the words of RoPE lane `rope_index` (0 ..
+  // 64 / kVals - 1; negative: a lane that holds none, `w` untouched) into w. Called by every lane
+  // of the row; the warp that holds the part (`rotating_warp`, `warp_lane` its lane) rotates it.
+  // The style and the rounding are one uniform branch, so that the rotation is straight-line code.
+  __device__ __forceinline__ void rotate(bool rotating_warp, int warp_lane, int rope_index,
+                                         uint32_t (&w)[kWords]) const {
+    if (!rotating_warp) return;
+    const uint8_t* row = cos_sin_row(r, position);
+    uint32_t word;
+    if (r.pair_units > 0) {
+      word = r.input_rounding ? rotated_word<true, true>(row, warp_lane)
+                              : rotated_word<true, false>(row, warp_lane);
+    } else {
+      word = r.input_rounding ? rotated_word<false, true>(row, warp_lane)
+                              : rotated_word<false, false>(row, warp_lane);
+    }
+    const int first = kWords * (rope_index < 0 ? 0 : rope_index);
 #pragma unroll
-        for (int i = 0; i < kGroup / 2; ++i)
-          partner[i] = __shfl_xor_sync(0xffffffffu, words[i], kPartnerLanes);
-      }
-      if (!rope_lane) continue;
-      float v[kGroup];
-#pragma unroll
-      for (int i = 0; i < kGroup / 2; ++i) decode_bf16x2(words[i], v + 2 * i);
-      if constexpr (neox) {
-        float p[kGroup];
-#pragma unroll
-        for (int i = 0; i < kGroup / 2; ++i) decode_bf16x2(partner[i], p + 2 * i);
-#pragma unroll
-        for (int i = 0; i < kGroup; ++i)
-          v[i] = rotate_value<KvDataType::kBf16>(v[i], p[i], c[kGroup * g + i],
-                                                 s[kGroup * g + i], first, kInputRounding);
-      } else {  // GPT-J: pairs (2i, 2i + 1) inside the lane
-        float cg[kGroup / 2], sg[kGroup / 2];
-#pragma unroll
-        for (int i = 0; i < kGroup / 2; ++i) {
-          cg[i] = c[kGroup / 2 * g + i];
-          sg[i] = s[kGroup / 2 * g + i];
-        }
-        rotate_adjacent_pairs<KvDataType::kBf16>(v, cg, sg, kInputRounding);
-      }
-#pragma unroll
-      for (int i = 0; i < kGroup / 2; ++i)  // exact: each value is a bf16 already
-        words[i] = static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i]))) |
-                   static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i + 1])))
-                       << 16;
+    for (int j = 0; j < kWords; ++j) {
+      const uint32_t got = __shfl_sync(0xffffffffu, word, first + j);
+      if (rope_index >= 0) w[j] = got;
     }
   }
 
@@ -228,18 +204,22 @@ __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& gu
   const uint16_t* src = nope_or_rope_source<kN>(a, input_row, lane, nope_lanes);
   GuardSources<SlotT> sources(guard, a.slots, table, row);
   if constexpr (kRope) {
-    MlaRowRotation<kN> rotation(*rope, input_row);
+    // The RoPE lanes load nothing of their own: their words come rotated from their warp.
+    constexpr int kRopeLanes = layout::kRopeDim / kN;
+    MlaRowRotation<kN> rotation(*rope, input_row, a.rope + input_row * a.rope_row_stride);
     begin_row<kPdl>(guard, sources, src, rotation.position_src);
-    x = Bf16Vals<kN>::template load<kPdl>(src);
-    const bool rope_lane = lane >= nope_lanes;
-    const int32_t d0 = kN * (lane - nope_lanes);
-    rotation.template load_position<kPdl>();
+    const int rope_index = lane - nope_lanes;
+    x = Bf16Vals<kN>::template load<kPdl>(src, rope_index < 0);
+    const bool rotating_warp = lane / 32 == (nope_lanes + kRopeLanes - 1) / 32;
+    rotation.template load_inputs<kPdl>(rotating_warp, lane % 32);
+    const bool rope_lane = rope_index >= 0;
+    const int32_t d0 = kN * rope_index;
     uint32_t w[kN / 2];
     return guard_mla_row<kTileLanes, kPdl>(
         guard, a, sources, row, lane, live, x,
         [&]() {
           x.words(w);
-          rotation.rotate(rope_lane, d0, w);
+          rotation.rotate(rotating_warp, lane % 32, rope_index, w);
           x.set_words(w);
         },
         [&](int64_t n) {

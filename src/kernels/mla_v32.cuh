@@ -29,21 +29,23 @@ struct MlaRow<MlaLayout::kV32> {
     uint4 rope_vec;
     const auto load = [&]() {
       x = Bf16Vals<kN>::template load<kPdl>(nope);
-      rope_vec = lane < kRopeLanes ? load_global<kPdl>(reinterpret_cast<const uint4*>(rope_src))
-                                   : uint4{};
+      // A rotating row's RoPE vectors come rotated from warp 0 (MlaRowRotation).
+      rope_vec = lane < kRopeLanes && !kRope
+                     ? load_global<kPdl>(reinterpret_cast<const uint4*>(rope_src))
+                     : uint4{};
     };
     const auto [amax, pos, stored] = [&]() {
-      if constexpr (kRope) {  // lanes 0..7 rotate their RoPE vector (MlaRowRotation)
-        MlaRowRotation<8> rotation(*rope, input_row);
+      if constexpr (kRope) {  // warp 0 rotates the RoPE part, lanes 0..7 take it (MlaRowRotation)
+        MlaRowRotation<8> rotation(*rope, input_row, a.rope + input_row * a.rope_row_stride);
         begin_row<kPdl>(guard, sources, nope, rope_src, rotation.position_src);
         load();
-        rotation.template load_position<kPdl>();
+        rotation.template load_inputs<kPdl>(lane < 32, lane % 32);
         uint32_t w[4];
         return guard_mla_row<kTileLanes, kPdl>(
             guard, a, sources, row, lane, live, x,
             [&]() {
               w[0] = rope_vec.x, w[1] = rope_vec.y, w[2] = rope_vec.z, w[3] = rope_vec.w;
-              rotation.rotate(lane < kRopeLanes, 8 * lane, w);
+              rotation.rotate(lane < 32, lane % 32, lane < kRopeLanes ? lane : -1, w);
               rope_vec = {w[0], w[1], w[2], w[3]};
             },
             [&](int64_t n) {

@@ -438,9 +438,10 @@ void rotate_head(const RotaryEmbedding& r, KvDataType t, int32_t head_dim, int64
   const bool input_rounding = r.rounding == RopeRounding::kInputType;
   std::vector<uint8_t> out(src, src + bytes * head_dim);  // d >= rotary_dim: as it is
   const int32_t half = r.rotary_dim / 2;
+  const bool interleaved = r.cos_sin_layout == RopeCosSinLayout::kInterleaved;
   for (int32_t i = 0; i < half; ++i) {
-    float c = input_value(r.cos_sin_type, row + cs_bytes * i);
-    float s = input_value(r.cos_sin_type, row + cs_bytes * (half + i));
+    float c = input_value(r.cos_sin_type, row + cs_bytes * (interleaved ? 2 * i : i));
+    float s = input_value(r.cos_sin_type, row + cs_bytes * (interleaved ? 2 * i + 1 : half + i));
     if (input_rounding) {
       c = round_to(t, c);
       s = round_to(t, s);

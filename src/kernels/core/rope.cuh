@@ -45,26 +45,49 @@ __device__ __forceinline__ const uint8_t* cos_sin_row(const RopeArgs& r, int64_t
   return r.cos_sin + (inside ? position : 0) * r.cos_sin_stride;
 }
 
-// kN cos and kN sin values from element `at` of the cos/sin row `row`, as fp32; rounded to the
+// kN values of the cos/sin cache's type from each of elements `at` and `at + b_offset` of the
+// row `row` (aligned to their bytes, up to 16), as fp32: one branch on the type for both.
+template <int kN>
+__device__ __forceinline__ void load_cos_sin_values(KvDataType type, const uint8_t* row,
+                                                    int32_t at, int32_t b_offset, float (&a)[kN],
+                                                    float (&b)[kN]) {
+  if (type == KvDataType::kFp32) {
+    load_bytes<false, 4 * kN>(row + 4 * at, a);
+    load_bytes<false, 4 * kN>(row + 4 * (at + b_offset), b);
+  } else {
+    uint16_t ab[kN], bb[kN];
+    load_bytes<false, 2 * kN>(row + 2 * at, ab);
+    load_bytes<false, 2 * kN>(row + 2 * (at + b_offset), bb);
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      a[i] = type == KvDataType::kBf16 ? kv_value<KvDataType::kBf16>(ab[i])
+                                       : kv_value<KvDataType::kFp16>(ab[i]);
+      b[i] = type == KvDataType::kBf16 ? kv_value<KvDataType::kBf16>(bb[i])
+                                       : kv_value<KvDataType::kFp16>(bb[i]);
+    }
+  }
+}
+
+// The cos and sin of kN pairs from pair `at` of the cos/sin row `row`, as fp32; rounded to the
 // input type first under kInputType rounding, as vLLM holds its cache in the query's dtype.
-template <KvDataType kIn, int kN>
+// kMayInterleave: the row may hold each pair's cos and sin side by side (the MLA rotations;
+// the paged kernel refuses that layout and compiles only the halves).
+template <KvDataType kIn, int kN, bool kMayInterleave = false>
 __device__ __forceinline__ void load_cos_sin_row(const RopeArgs& r, const uint8_t* row,
                                                  int32_t at, float (&c)[kN], float (&s)[kN]) {
   const auto type = static_cast<KvDataType>(r.cos_sin_type);
-  if (type == KvDataType::kFp32) {
-    load_bytes<false, 4 * kN>(row + 4 * at, c);
-    load_bytes<false, 4 * kN>(row + 4 * (at + r.half_rot), s);
-  } else {
-    uint16_t cb[kN], sb[kN];
-    load_bytes<false, 2 * kN>(row + 2 * at, cb);
-    load_bytes<false, 2 * kN>(row + 2 * (at + r.half_rot), sb);
+  if (kMayInterleave && (r.cos_sin_form & kCosSinInterleaved) != 0) {
+    // pairs at .. at + kN - 1 as two runs of kN / 2 pairs (one run, read twice, when kN is 1)
+    constexpr int kHalf = kN > 1 ? kN / 2 : 1;
+    float lo[2 * kHalf], hi[2 * kHalf];
+    load_cos_sin_values(type, row, 2 * at, kN > 1 ? 2 * kHalf : 0, lo, hi);
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
-      c[i] = type == KvDataType::kBf16 ? kv_value<KvDataType::kBf16>(cb[i])
-                                       : kv_value<KvDataType::kFp16>(cb[i]);
-      s[i] = type == KvDataType::kBf16 ? kv_value<KvDataType::kBf16>(sb[i])
-                                       : kv_value<KvDataType::kFp16>(sb[i]);
+      c[i] = i < kHalf ? lo[2 * i] : hi[2 * (i - kHalf)];
+      s[i] = i < kHalf ? lo[2 * i + 1] : hi[2 * (i - kHalf) + 1];
     }
+  } else {
+    load_cos_sin_values(type, row, at, r.half_rot, c, s);
   }
   if (kIn != KvDataType::kFp32 && r.input_rounding && type != kIn) {
 #pragma unroll
@@ -76,10 +99,10 @@ __device__ __forceinline__ void load_cos_sin_row(const RopeArgs& r, const uint8_
 }
 
 // The same at position `pos` (inside the cache).
-template <KvDataType kIn, int kN>
+template <KvDataType kIn, int kN, bool kMayInterleave = false>
 __device__ __forceinline__ void load_cos_sin(const RopeArgs& r, int64_t pos, int32_t at,
                                              float (&c)[kN], float (&s)[kN]) {
-  load_cos_sin_row<kIn>(r, r.cos_sin + pos * r.cos_sin_stride, at, c, s);
+  load_cos_sin_row<kIn, kN, kMayInterleave>(r, r.cos_sin + pos * r.cos_sin_stride, at, c, s);
 }
 
 // kW values of the input type (exact: each is one) into its 16-byte vectors.
@@ -132,16 +155,17 @@ __device__ __forceinline__ int64_t load_position(const RopeArgs& r, const uint8_
 }
 
 // The same for fused_store_cache's rotations, which may take a cos/sin row a row
-// (cos_sin_by_row): the position is then the row, nothing is loaded, and the row's cos/sin row
+// (kCosSinByRow): the position is then the row, nothing is loaded, and the row's cos/sin row
 // stands as the address (a readable word where a kernel without a count pins one).
 __device__ __forceinline__ const uint8_t* rotation_position_address(const RopeArgs& r,
                                                                     int64_t row) {
-  return r.cos_sin_by_row ? r.cos_sin + row * r.cos_sin_stride : position_address(r, row);
+  return (r.cos_sin_form & kCosSinByRow) != 0 ? r.cos_sin + row * r.cos_sin_stride
+                                               : position_address(r, row);
 }
 template <bool kPdl>
 __device__ __forceinline__ int64_t load_rotation_position(const RopeArgs& r, const uint8_t* src,
                                                           int64_t row) {
-  return r.cos_sin_by_row ? row : load_position<kPdl>(r, src);
+  return (r.cos_sin_form & kCosSinByRow) != 0 ? row : load_position<kPdl>(r, src);
 }
 
 // GPT-J: the kN / 2 pairs (2i, 2i + 1) of v rotated by cos c[i], sin s[i].
@@ -160,7 +184,7 @@ __device__ __forceinline__ void rotate_adjacent_pairs(float (&v)[kN], const floa
 // A unit's kW input values x rotated at `position` into v, fp32: a NeoX pair with its
 // partners y (d and d + rotary_dim / 2) into w, or GPT-J pairs (2i, 2i + 1) inside x (y, w
 // unused).
-template <KvDataType kIn, int kW, int kLoads>
+template <KvDataType kIn, int kW, int kLoads, bool kMayInterleave = false>
 __device__ __forceinline__ void rotate_unit(const RopeArgs& r, const RopeUnit& unit,
                                             int64_t position, const uint4 (&x)[kLoads],
                                             const uint4 (&y)[kLoads], float (&v)[kW],
@@ -169,7 +193,7 @@ __device__ __forceinline__ void rotate_unit(const RopeArgs& r, const RopeUnit& u
   if (unit.pair) {
     decode_values<kIn>(y, w);
     float c[kW], s[kW];
-    load_cos_sin<kIn>(r, position, kW * static_cast<int32_t>(unit.vec), c, s);
+    load_cos_sin<kIn, kW, kMayInterleave>(r, position, kW * static_cast<int32_t>(unit.vec), c, s);
 #pragma unroll
     for (int i = 0; i < kW; ++i) {
       const float vi = v[i];
@@ -178,7 +202,8 @@ __device__ __forceinline__ void rotate_unit(const RopeArgs& r, const RopeUnit& u
     }
   } else {
     float c[kW / 2], s[kW / 2];
-    load_cos_sin<kIn>(r, position, kW / 2 * static_cast<int32_t>(unit.vec), c, s);
+    load_cos_sin<kIn, kW / 2, kMayInterleave>(r, position, kW / 2 * static_cast<int32_t>(unit.vec),
+                                              c, s);
     rotate_adjacent_pairs<kIn>(v, c, s, r.input_rounding);
   }
 }
