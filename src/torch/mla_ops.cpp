@@ -18,7 +18,7 @@ void fused_store_cache(Tensor nope, Tensor rope, Tensor slot_mapping, Tensor kv_
                        OptTensor positions, OptTensor kv_indptr, OptTensor kv_indices,
                        OptTensor query, OptTensor cos_sin_cache, OptTensor rope_positions,
                        bool is_neox, int64_t rope_rounding, OptTensor query_out,
-                       OptTensor key_out) {
+                       OptTensor key_out, int64_t cos_sin_rows, int64_t cos_sin_layout) {
   const BatchOptions o{num_tokens_non_padded, reserved_slot, owner_rank, owner_size, diagnostics,
                        enable_pdl};
   check_id("layout", layout, layout::kNumMlaLayouts);
@@ -33,7 +33,8 @@ void fused_store_cache(Tensor nope, Tensor rope, Tensor slot_mapping, Tensor kv_
   const bool paged_slots = check_page_table(slot_mapping, table, nope.size(0));
   check_paged_bytes("kv_cache", kv_cache);
   const int64_t rows = nope.size(0);
-  const RopeTensors rotary{query, cos_sin_cache, rope_positions, query_out, key_out};
+  const RopeTensors rotary{query,   cos_sin_cache, rope_positions,
+                           query_out, key_out,     cos_sin_rows, cos_sin_layout};
   if (check_rope_inputs(rotary, rope_rounding, rows, {})) {
     if (cos_sin_cache->size(1) != layout::kRopeDim)
       value_error("cos_sin_cache has " + std::to_string(cos_sin_cache->size(1)) +
@@ -123,7 +124,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(cachestore, m) {
         "Tensor(c!)? diagnostics=None, bool enable_pdl=False, Tensor? positions=None, "
         "Tensor? kv_indptr=None, Tensor? kv_indices=None, Tensor(d!)? query=None, "
         "Tensor? cos_sin_cache=None, Tensor? rope_positions=None, bool is_neox=False, "
-        "int rope_rounding=0, Tensor(e!)? query_out=None, Tensor(f!)? key_out=None) -> ()");
+        "int rope_rounding=0, Tensor(e!)? query_out=None, Tensor(f!)? key_out=None, "
+        "int cos_sin_rows=0, int cos_sin_layout=0) -> ()");
 }
 void mla_kernels(Library& m) { m.impl("fused_store_cache", TORCH_BOX(&fused_store_cache)); }
 CACHESTORE_TORCH_KERNELS(mla_kernels)

@@ -164,6 +164,8 @@ void check_id(const char* name, int64_t value, int64_t count) {
 bool check_rope_inputs(const RopeTensors& r, int64_t rounding, int64_t rows,
                        std::initializer_list<std::pair<const char*, bool>> only) {
   check_id("rope_rounding", rounding, 2);
+  check_id("cos_sin_rows", r.cos_sin_rows, 2);
+  check_id("cos_sin_layout", r.cos_sin_layout, 2);
   if (!r.cos_sin_cache.has_value()) {
     const auto refuse = [](const char* name, bool given) {
       if (given) value_error(std::string(name) + " given without cos_sin_cache (RoPE)");
@@ -173,12 +175,23 @@ bool check_rope_inputs(const RopeTensors& r, int64_t rounding, int64_t rows,
     refuse("query", r.query.has_value());
     refuse("query_out", r.query_out.has_value());
     refuse("key_out", r.key_out.has_value());
+    refuse("cos_sin_rows", r.cos_sin_rows != CACHESTORE_ROPE_COS_SIN_BY_POSITION);
+    refuse("cos_sin_layout", r.cos_sin_layout != CACHESTORE_ROPE_COS_SIN_HALVES);
     return false;
   }
   const Tensor& cs = *r.cos_sin_cache;
   check_tensor("cos_sin_cache", cs, {ScalarType::BFloat16, ScalarType::Half, ScalarType::Float},
                {2});
   if (cs.stride(-1) != 1) value_error("cos_sin_cache: the last dimension must be contiguous");
+  if (r.cos_sin_rows == CACHESTORE_ROPE_COS_SIN_BY_ROW) {
+    if (r.positions.has_value())
+      value_error("rope_positions given with cos_sin_rows 'by_row' (row i rotates by "
+                  "cos_sin_cache row i)");
+    if (cs.size(0) < rows)
+      value_error("cos_sin_cache has " + std::to_string(cs.size(0)) +
+                  " rows; cos_sin_rows 'by_row' needs one a row (" + std::to_string(rows) + ")");
+    return true;
+  }
   if (!r.positions.has_value()) value_error("rope_positions is required with cos_sin_cache");
   check_slots("rope_positions", *r.positions, rows);
   return true;
@@ -221,9 +234,13 @@ cachestore_rope_t rope_struct(const RopeTensors& r, int32_t rotary_dim, bool is_
   cachestore_rope_t out{};
   if (!r.cos_sin_cache.has_value()) return out;
   const Tensor& cs = *r.cos_sin_cache;
-  out.positions = r.positions->data_ptr();
-  out.positions_type = r.positions->scalar_type() == ScalarType::Int ? CACHESTORE_SLOT_INT32
-                                                                      : CACHESTORE_SLOT_INT64;
+  if (r.positions.has_value()) {
+    out.positions = r.positions->data_ptr();
+    out.positions_type = r.positions->scalar_type() == ScalarType::Int ? CACHESTORE_SLOT_INT32
+                                                                        : CACHESTORE_SLOT_INT64;
+  }
+  out.cos_sin_rows = static_cast<int32_t>(r.cos_sin_rows);
+  out.cos_sin_layout = static_cast<int32_t>(r.cos_sin_layout);
   out.cos_sin_type = input_type_of(cs.scalar_type());
   out.cos_sin_cache = cs.data_ptr();
   out.cos_sin_stride = cs.stride(0);

@@ -72,10 +72,13 @@ struct RopeTensors {
   const OptTensor& positions;  // rope_positions
   const OptTensor& query_out;
   const OptTensor& key_out;
+  int64_t cos_sin_rows = CACHESTORE_ROPE_COS_SIN_BY_POSITION;  // fused_store_cache's options
+  int64_t cos_sin_layout = CACHESTORE_ROPE_COS_SIN_HALVES;
 };
-// The rounding id, then (cos_sin_cache given) the cos/sin cache and rope_positions; without it,
-// each of `only` (a RoPE-only argument and whether it is given) and the other RoPE tensors must
-// be absent. Whether the store rotates.
+// The rounding id, then (cos_sin_cache given) the cos/sin cache and rope_positions (none with
+// a cos/sin row a row, which needs a row of the cache per row); without it, each of `only` (a
+// RoPE-only argument and whether it is given) and the other RoPE arguments must be absent.
+// Whether the store rotates.
 bool check_rope_inputs(const RopeTensors& r, int64_t rounding, int64_t rows,
                        std::initializer_list<std::pair<const char*, bool>> only);
 // Q ([rows, heads, head_dim] of `dtype`), query_out (Q's shape) and key_out (`key`'s shape).

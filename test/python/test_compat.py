@@ -200,10 +200,17 @@ def test_sglang_deepseek_refusals():
         sglang.fused_store_flashmla_cache_v41(kv(4, 512), torch.zeros(2, 33792,
                                                                       dtype=torch.uint8),
                                               loc, 64, "V5")
-    with pytest.raises(NotImplementedError, match="^freqs_cis"):
-        sglang.fused_store_flashmla_cache_v41(kv(4, 512), torch.zeros(2, 33792,
-                                                                      dtype=torch.uint8),
-                                              loc, 64, freqs_cis=torch.zeros(4, 64))
+    v41 = torch.zeros(2, 33792, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="^nope is on cpu"):  # freqs_cis well formed
+        sglang.fused_store_flashmla_cache_v41(kv(4, 512), v41, loc, 64,
+                                              freqs_cis=torch.zeros(4, 64))
+    with pytest.raises(ValueError, match=r"^cos_sin_cache has 3 rows; cos_sin_rows 'by_row' "
+                                         r"needs one a row \(4\)$"):
+        sglang.fused_store_flashmla_cache_v41(kv(4, 512), v41, loc, 64,
+                                              freqs_cis=torch.zeros(3, 64))
+    with pytest.raises(ValueError, match="^cos_sin_cache has 32 columns"):
+        sglang.fused_store_flashmla_cache_v41(kv(4, 512), v41, loc, 64,
+                                              freqs_cis=torch.zeros(4, 32))
 
 
 def test_sglang_fused_store_cache_and_gates():
@@ -218,7 +225,7 @@ def test_sglang_fused_store_cache_and_gates():
     with pytest.raises(ValueError, match="^freqs_cis: the V4 layout keeps its RoPE dims"):
         sglang.fused_store_cache(x, v41, loc, page_size=64, type="flashmla",
                                  freqs_cis=torch.zeros(4, 64))
-    with pytest.raises(NotImplementedError, match="^freqs_cis: the in-kernel RoPE"):
+    with pytest.raises(ValueError, match="^nope is on cpu"):  # V4.1 with freqs_cis: the store's
         sglang.fused_store_cache(x, v41, loc, page_size=64, type="flashmla", layout="V41",
                                  freqs_cis=torch.zeros(4, 64))
     with pytest.raises(ValueError, match="^layout and freqs_cis belong to type='flashmla'$"):

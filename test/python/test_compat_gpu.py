@@ -535,6 +535,64 @@ def test_sglang_deepseek_flashmla_stores(env):
         assert torch.equal(cache, expected), name
 
 
+def sglang_rope_tail(torch, rope, freqs_cis):
+    """SGLang's in-kernel RoPE of the V4.1 store: pair i of each row, (x, y) = rope[:, 2i:2i+2],
+    by (c, s) = freqs_cis[:, 2i:2i+2]: x c - y s and y c + x s in fp32, then bf16. nvcc contracts
+    its two expressions to fma(x, c, -(y s)) and fma(y, c, x s) (its PTX and SASS), which is
+    ref_rope's fp32 rule on the cos | sin halves of the same row."""
+    halves = torch.cat([freqs_cis[:, 0::2], freqs_cis[:, 1::2]], 1)
+    positions = torch.arange(rope.shape[0], device=rope.device)
+    return ref.ref_rope(rope.unsqueeze(1), positions, halves, 64, False, "fp32").squeeze(1)
+
+
+def test_sglang_v41_store_with_freqs_cis(env):
+    """SGLang's V4.1 stores with their in-kernel RoPE (freqs_cis, row i's (cos, sin) pairs):
+    the record of the rotated row, the input untouched, index -1 rows skipped; then a padded
+    graph through fused_store_cache's num_tokens_non_padded."""
+    torch, _, dev = env
+    from cachestore.compat import sglang
+    page = 64
+    x = torch.randn(20, 512, device=dev).bfloat16()
+    angle = torch.rand(20, 32, device=dev) * 100.0
+    freqs = torch.stack([angle.cos(), angle.sin()], -1).view(20, 64)
+    loc = torch.randperm(PAGES * page, device=dev)[:20]
+    loc[15:] = -1
+    page_bytes = {"v41": (528 * page + 511) // 512 * 512, "v41_fp4": (288 * page + 255) // 256 * 256}
+    before = x.clone()
+    for name, layout in (("v41", "V41"), ("v41_fp4", "V41_FP4")):
+        cache = torch.full((PAGES, page_bytes[name]), 0xAB, dtype=torch.uint8, device=dev)
+        expected = cache.clone()
+        sglang.fused_store_flashmla_cache_v41(x, cache, loc, page, layout, freqs_cis=freqs)
+        rotated = sglang_rope_tail(torch, x[:, 448:], freqs)
+        ref.ref_mla(expected, page, name, x[:15, :448], rotated[:15], loc[:15])
+        torch.cuda.synchronize()
+        assert torch.equal(cache, expected), name
+        assert torch.equal(x, before), name  # SGLang's kernel writes no input either
+
+    loc = torch.randperm(PAGES * page, device=dev)[:20]
+    n = torch.zeros(1, dtype=torch.int32, device=dev)
+    cache = torch.full((PAGES, page_bytes["v41"]), 0xAB, dtype=torch.uint8, device=dev)
+    expected = cache.clone()
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        sglang.fused_store_cache(x, cache, loc, page_size=page, type="flashmla", layout="V41",
+                                 freqs_cis=freqs, num_tokens_non_padded=n)
+    for real in (20, 3, 0, 11):
+        x.normal_()
+        angle.uniform_(0.0, 100.0)
+        freqs.copy_(torch.stack([angle.cos(), angle.sin()], -1).view(20, 64))
+        x[real:] = float("nan")  # padded rows: never stored
+        freqs[real:] = float("nan")
+        loc.copy_(torch.randperm(PAGES * page, device=dev)[:20])
+        n.fill_(real)
+        graph.replay()
+        rotated = sglang_rope_tail(torch, x[:real, 448:], freqs[:real])
+        ref.ref_mla(expected, page, "v41", x[:real, :448], rotated, loc[:real])
+        torch.cuda.synchronize()
+        assert torch.equal(cache, expected), real
+
+
 def test_sglang_fused_store_cache_and_extend_num_tokens(env):
     """SGLang's one DeepSeek-V4 store by type= and layout=, and the DSA indexer store's
     extend_num_tokens (the device count: rows past it write nothing), in a padded graph."""

@@ -18,9 +18,11 @@
   "MODEL1" record from `input [num_tokens, 512]` (448 NoPE values, then 64 RoPE values).
 - `fused_store_indexer_cache(input, cache, indices, page_size)`: V4's fp8 indexer cache (the
   132-byte page, `amax` rule) from `input [num_tokens, 128]`.
-- `fused_store_flashmla_cache_v41(input, cache, indices, page_size, layout="V41")`: the V4.1
-  records, `layout` "V41" (528 bytes, e4m3) or "V41_FP4" (288 bytes, e2m1), from already
-  rotated input `[num_tokens, 512]`.
+- `fused_store_flashmla_cache_v41(input, cache, indices, page_size, layout="V41", *,
+  freqs_cis=None)`: the V4.1 records, `layout` "V41" (528 bytes, e4m3) or "V41_FP4" (288
+  bytes, e2m1), from input `[num_tokens, 512]`; with `freqs_cis` (`[num_tokens, 64]` fp32, row
+  i's (cos, sin) of each pair side by side) the RoPE tail is rotated in the store first, as
+  SGLang's kernel does (GPT-J pairs, fp32, rounded to bf16: the same bytes).
 - `fused_store_cache(input, cache, indices, *, page_size, type, layout=None, freqs_cis=None)`:
   SGLang's one DeepSeek-V4 store, `type="flashmla"` (layout V4 by default, V41 or V41_FP4, as
   SGLang's `KVLayout` or its name) or `type="indexer"`.
@@ -33,10 +35,9 @@ dtype (`store_cache`); an index that is negative or past the cache is skipped (a
 `diagnostics=`) where SGLang writes it; `num_tokens_non_padded=` (SGLang's `extend_num_tokens`,
 which only its DSA indexer store takes) skips the rows of a padded graph batch at or past the
 device count. The fp8 indexer payload is `e4m3(x / s)` (vLLM's bytes); SGLang's CUDA indexer
-kernels multiply by `1 / s`, which can round a value differently in its last bit. The V4.1
-store's in-kernel RoPE (`freqs_cis`, fp32 (cos, sin) interleaved a row) is not offered
-(NotImplementedError): rotate the input first, or use `cachestore.torch.fused_store_cache`
-with `cos_sin_cache` and `rope_positions`.
+kernels multiply by `1 / s`, which can round a value differently in its last bit. `freqs_cis`
+may also be bf16 or fp16 and have more rows than the batch (SGLang: fp32, exactly one a row);
+a padded row reads its row and stores nothing.
 """
 import torch
 
@@ -115,12 +116,20 @@ def store_fp4_index_k_cache(input, cache, loc, *, page_size, rne=False,  # noqa:
         _store.reraise(e)
 
 
-def _flashmla(input, cache, indices, page_size, layout, num_tokens_non_padded, diagnostics):
+def _flashmla(input, cache, indices, page_size, layout, num_tokens_non_padded, diagnostics,
+              freqs_cis=None):
+    """The FlashMLA record of each row; with `freqs_cis` (V4.1) the RoPE tail rotated first as
+    SGLang's kernel does: GPT-J pairs by row i's (cos, sin) pairs, in fp32, rounded to bf16."""
     rows = _rows(input, 512)
+    rope = {}
+    if freqs_cis is not None:
+        rope = dict(cos_sin_cache=freqs_cis, cos_sin_rows=c.ROPE_COS_SIN_BY_ROW,
+                    cos_sin_layout=c.ROPE_COS_SIN_INTERLEAVED, is_neox=False,
+                    rope_rounding=c.ROPE_ROUND_FP32)
     try:
         _fused_store_cache(rows[:, :_V4_NOPE], rows[:, _V4_NOPE:], indices, cache, layout,
                            page_size, None, None, None, None, 0, None, None,
-                           num_tokens_non_padded, -1, -1, 0, 1, diagnostics)
+                           num_tokens_non_padded, -1, -1, 0, 1, diagnostics, **rope)
     except (ValueError, RuntimeError) as e:
         _store.reraise(e)
 
@@ -133,14 +142,12 @@ def fused_store_flashmla_cache(input, cache, indices, page_size, *,  # noqa: A00
 
 def fused_store_flashmla_cache_v41(input, cache, indices, page_size, layout="V41", *,  # noqa: A002
                                    freqs_cis=None, num_tokens_non_padded=None, diagnostics=None):
-    """SGLang's DeepSeek-V4.1 FlashMLA store: the V41 or V41_FP4 record of each row."""
-    if freqs_cis is not None:
-        raise NotImplementedError("freqs_cis: the in-kernel RoPE of the V4.1 store is not "
-                                  "offered; pass the rotated input")
+    """SGLang's DeepSeek-V4.1 FlashMLA store: the V41 or V41_FP4 record of each row, its RoPE
+    tail rotated by `freqs_cis` ([num_tokens, 64] fp32, each pair's (cos, sin)) when given."""
     if layout not in _V41_LAYOUTS:
         raise ValueError(f"layout = {layout!r}: expected 'V41' or 'V41_FP4'")
     _flashmla(input, cache, indices, page_size, _V41_LAYOUTS[layout], num_tokens_non_padded,
-              diagnostics)
+              diagnostics, freqs_cis)
 
 
 _FUSED_TYPES = ("flashmla", "indexer")
@@ -170,14 +177,11 @@ def fused_store_cache(input, cache, indices, *, page_size, type,  # noqa: A002 -
         _index_k_fp8(input, cache, indices, page_size, num_tokens_non_padded, diagnostics)
         return
     name = "V4" if layout is None else _layout_name(layout)
-    if freqs_cis is not None:
-        if name == "V4":
-            raise ValueError("freqs_cis: the V4 layout keeps its RoPE dims in bf16 and has no "
-                             "in-kernel RoPE")
-        raise NotImplementedError("freqs_cis: the in-kernel RoPE of the V4.1 store is not "
-                                  "offered; pass the rotated input")
+    if freqs_cis is not None and name == "V4":
+        raise ValueError("freqs_cis: the V4 layout keeps its RoPE dims in bf16 and has no "
+                         "in-kernel RoPE")
     _flashmla(input, cache, indices, page_size, _FLASHMLA_LAYOUTS[name], num_tokens_non_padded,
-              diagnostics)
+              diagnostics, freqs_cis)
 
 
 def can_use_store_cache(k_row_bytes, v_row_bytes=0):

@@ -62,6 +62,8 @@ def check_page_table(a, rows):
 
 
 ROPE_ROUNDINGS = {"input_type": c.ROPE_ROUND_INPUT_TYPE, "fp32": c.ROPE_ROUND_FP32}
+COS_SIN_ROWS = {"by_position": c.ROPE_COS_SIN_BY_POSITION, "by_row": c.ROPE_COS_SIN_BY_ROW}
+COS_SIN_LAYOUTS = {"halves": c.ROPE_COS_SIN_HALVES, "interleaved": c.ROPE_COS_SIN_INTERLEAVED}
 _COS_SIN_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
@@ -75,17 +77,34 @@ def check_like(name, t, like_name, like):
 
 def check_rope_inputs(a, rows, only):
     """RoPE in a store (`cos_sin_cache` given): the rounding, the cos/sin cache and
-    rope_positions. Without cos_sin_cache the RoPE-only arguments `only` must be None. Returns
-    whether the store rotates."""
+    rope_positions (none with a cos/sin row a row, which needs a row of the cache per row).
+    Without cos_sin_cache the RoPE-only arguments `only` must be None (and fused_store_cache's
+    cos_sin_rows and cos_sin_layout their defaults). Returns whether the store rotates."""
     check_id("rope_rounding", a.rope_rounding, len(ROPE_ROUNDINGS))
+    rows_form = getattr(a, "cos_sin_rows", c.ROPE_COS_SIN_BY_POSITION)
+    layout = getattr(a, "cos_sin_layout", c.ROPE_COS_SIN_HALVES)
+    check_id("cos_sin_rows", rows_form, len(COS_SIN_ROWS))
+    check_id("cos_sin_layout", layout, len(COS_SIN_LAYOUTS))
     if a.cos_sin_cache is None:
         for name in only:
             if getattr(a, name) is not None:
+                raise ValueError(f"{name} given without cos_sin_cache (RoPE)")
+        for name, given in (("cos_sin_rows", rows_form != c.ROPE_COS_SIN_BY_POSITION),
+                            ("cos_sin_layout", layout != c.ROPE_COS_SIN_HALVES)):
+            if given:
                 raise ValueError(f"{name} given without cos_sin_cache (RoPE)")
         return False
     check_tensor("cos_sin_cache", a.cos_sin_cache, _COS_SIN_DTYPES, (2,))
     if a.cos_sin_cache.stride(-1) != 1:
         raise ValueError("cos_sin_cache: the last dimension must be contiguous")
+    if rows_form == c.ROPE_COS_SIN_BY_ROW:
+        if a.rope_positions is not None:
+            raise ValueError("rope_positions given with cos_sin_rows 'by_row' (row i rotates by "
+                             "cos_sin_cache row i)")
+        if a.cos_sin_cache.shape[0] < rows:
+            raise ValueError(f"cos_sin_cache has {a.cos_sin_cache.shape[0]} rows; cos_sin_rows "
+                             f"'by_row' needs one a row ({rows})")
+        return True
     if a.rope_positions is None:
         raise ValueError("rope_positions is required with cos_sin_cache")
     check_slots("rope_positions", a.rope_positions, rows)
@@ -115,8 +134,11 @@ def rope_struct(a, rotary_dim, is_neox):
     if a.cos_sin_cache is None:
         return r
     cs, pos = a.cos_sin_cache, a.rope_positions
-    r.positions = pos.data_ptr()
-    r.positions_type = c.SLOT_INT32 if pos.dtype == torch.int32 else c.SLOT_INT64
+    if pos is not None:
+        r.positions = pos.data_ptr()
+        r.positions_type = c.SLOT_INT32 if pos.dtype == torch.int32 else c.SLOT_INT64
+    r.cos_sin_rows = getattr(a, "cos_sin_rows", c.ROPE_COS_SIN_BY_POSITION)
+    r.cos_sin_layout = getattr(a, "cos_sin_layout", c.ROPE_COS_SIN_HALVES)
     r.cos_sin_type = {torch.bfloat16: c.KV_BF16, torch.float16: c.KV_FP16,
                       torch.float32: c.KV_FP32}[cs.dtype]
     r.cos_sin_cache, r.cos_sin_stride, r.max_position = cs.data_ptr(), cs.stride(0), cs.shape[0]

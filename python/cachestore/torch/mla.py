@@ -112,15 +112,20 @@ STORES = [
            Arg("is_neox", "bool", False, keyword=True),
            Arg("rope_rounding", "int", "input_type", choices=k_.ROPE_ROUNDINGS, keyword=True),
            Arg("query_out", "Tensor?", None, mutated=True, keyword=True),
-           Arg("key_out", "Tensor?", None, mutated=True, keyword=True)],
+           Arg("key_out", "Tensor?", None, mutated=True, keyword=True),
+           Arg("cos_sin_rows", "int", "by_position", choices=k_.COS_SIN_ROWS, keyword=True),
+           Arg("cos_sin_layout", "int", "halves", choices=k_.COS_SIN_LAYOUTS, keyword=True)],
           _prepare, _build,
           doc="DeepSeek MLA KV (layout 'v4', 'v32', 'v41', 'v41_fp4') from nope [T, 448 | 512] "
               "and rope [T, 64] bf16 into kv_cache uint8 [num_pages, page_bytes]; with index_k, "
               "the fp8 (index_rule 'amax' | 'pow2') or fp4 (index_rule 'even' | 'toward_zero') "
               "index-K of the same rows in the same launch (index_slot_mapping defaults to "
               "slot_mapping). RoPE in the same launch (cos_sin_cache [max_position, 64] given): "
-              "each row's rope part rotated at rope_positions before it is stored, GPT-J pairs "
-              "(DeepSeek's; is_neox for halves), rope_rounding 'input_type' (vLLM) or 'fp32'; "
+              "each row's rope part rotated at rope_positions (cos_sin_rows 'by_row': by "
+              "cos_sin_cache row i, no rope_positions) before it is stored, a row's cos then "
+              "its sin (cos_sin_layout 'interleaved': each pair's side by side, SGLang's "
+              "freqs_cis), GPT-J pairs (DeepSeek's; is_neox for halves), rope_rounding "
+              "'input_type' (vLLM) or 'fp32'; "
               "query [T, H, 64] bf16 (q_pe, e.g. q[..., 128:]) rotated in place or into "
               "query_out; the rotated rope part into key_out (rope itself: in place). A real row "
               "whose position is outside the cache stores no KV record and is counted "
