@@ -21,6 +21,7 @@ endif()
 add_library(cachestore_objects OBJECT
   src/arch.cu
   src/c_api.cpp
+  src/c_api_tables.cpp
   src/check.cpp
   src/check_index_k.cpp
   src/check_mla.cpp

@@ -7,9 +7,11 @@
 
 #include "cachestore/cachestore.h"
 #include "cachestore/layout.h"
+#include "c_api_support.h"
 #include "detail/status.h"
 
 namespace cs = cachestore;
+using cs::c_api::to_c;
 
 namespace {
 
@@ -28,8 +30,6 @@ T params_with_batch(int64_t num_tokens, const int32_t* n, void* diagnostics, int
 cachestore_slots_t c_slots(const void* data, int32_t type, int64_t reserved) {
   return {data, type, 0, reserved, 1, 0};
 }
-
-cachestore_status_t to_c(cs::Status s) { return static_cast<cachestore_status_t>(s); }
 
 // The struct sizes each released cachestore_c.h had, oldest first (the versioned-struct rule:
 // only these sizes, or larger ones from a newer header, are read).
@@ -103,21 +103,6 @@ cs::Status read_params(const T* params, const char* name, T* out) {
   return cs::Status::kSuccess;
 }
 
-// An output struct of the versioned rule: `value` written over the caller's struct_size bytes.
-template <typename T>
-cs::Status write_info(T value, T* out, const char* name) {
-  if (out == nullptr)
-    return cs::detail::fail(cs::Status::kErrorInvalidArgument, "%s is null", name);
-  uint32_t size = 0;
-  std::memcpy(&size, out, sizeof size);
-  if (size < sizeof(uint32_t) + sizeof(int32_t))
-    return cs::detail::fail(cs::Status::kErrorInvalidArgument,
-                            "%s->struct_size = %u: set it to sizeof the struct "
-                            "(CACHESTORE_PARAMS_INIT)", name, size);
-  value.struct_size = size < sizeof(T) ? size : static_cast<uint32_t>(sizeof(T));
-  std::memcpy(out, &value, value.struct_size);
-  return cs::detail::succeed();
-}
 
 template <typename T>
 cs::Batch batch_of(const T& p) {
@@ -257,13 +242,6 @@ cachestore_status_t check(const C* params) {
   return with_params(params, [](const auto& p) { return cs::check(p); });
 }
 
-cs::Status table_id(int32_t id, int32_t count, const char* what) {
-  if (id < 0 || id >= count)
-    return cs::detail::fail(cs::Status::kErrorInvalidArgument,
-                            "%s = %d: not in the layout table (0 .. %d)", what, id, count - 1);
-  return cs::Status::kSuccess;
-}
-
 }  // namespace
 
 static_assert(sizeof(cs::Diagnostics) == 24,
@@ -396,108 +374,4 @@ cachestore_status_t cachestore_check_paged_kv(const cachestore_paged_kv_params_t
   return check(params);
 }
 
-cachestore_status_t cachestore_mla_layout_info(int32_t layout,
-                                               cachestore_mla_layout_info_t* info) {
-  const cs::Status id = table_id(layout, cs::layout::kNumMlaLayouts, "layout");
-  if (id != cs::Status::kSuccess) return to_c(id);
-  const cs::layout::MlaLayoutInfo& l = cs::layout::kMlaLayouts[layout];
-  cachestore_mla_layout_info_t out{};
-  out.layout = layout;
-  out.name = l.name;
-  out.nope_dim = l.nope_dim;
-  out.rope_dim = cs::layout::kRopeDim;
-  out.quantized_values = l.quantized_values;
-  out.tile = l.tile;
-  out.value_encoding = static_cast<int32_t>(l.values);
-  out.scale_encoding = static_cast<int32_t>(l.scales);
-  out.rope_quantized = l.rope_quantized ? 1 : 0;
-  out.scale_rule_use = static_cast<int32_t>(l.scale_rule);
-  out.data_row_bytes = l.rows.data_row;
-  out.scale_row_bytes = cs::layout::scale_row_bytes(l.rows);
-  out.page_round_bytes = l.rows.page_round;
-  return to_c(write_info(out, info, "info"));
-}
-
-cachestore_status_t cachestore_index_k_format_info(int32_t format,
-                                                   cachestore_index_k_format_info_t* info) {
-  const cs::Status id = table_id(format, cs::layout::kNumIndexKFormats, "format");
-  if (id != cs::Status::kSuccess) return to_c(id);
-  const cs::layout::IndexKFormatInfo& f = cs::layout::kIndexKFormats[format];
-  cachestore_index_k_format_info_t out{};
-  out.format = format;
-  out.name = f.name;
-  out.group = f.group;
-  out.max_head_dim = f.max_head_dim;
-  out.value_encoding = static_cast<int32_t>(f.values);
-  out.scale_encoding = static_cast<int32_t>(f.scales);
-  out.scale_bytes = f.scale_bytes;
-  out.values_per_byte = f.values_per_byte;
-  return to_c(write_info(out, info, "info"));
-}
-
-cachestore_status_t cachestore_kv_cache_type_info(int32_t cache_type,
-                                                  cachestore_kv_cache_type_info_t* info) {
-  const cs::Status id = table_id(cache_type, cs::layout::kNumKvCacheTypes, "cache_type");
-  if (id != cs::Status::kSuccess) return to_c(id);
-  const cs::layout::KvCacheTypeInfo& t = cs::layout::kKvCacheTypes[cache_type];
-  cachestore_kv_cache_type_info_t out{};
-  out.cache_type = cache_type;
-  out.name = t.name;
-  out.element_bytes = t.element_bytes;
-  out.scaled = t.scaled ? 1 : 0;
-  out.head_dim_multiple = t.head_dim_multiple;
-  out.values_per_element = t.values_per_element;
-  out.block = t.block;
-  return to_c(write_info(out, info, "info"));
-}
-
-cachestore_status_t cachestore_mla_min_page_stride(int32_t layout, int32_t page_size,
-                                                   int64_t* bytes) {
-  const cs::Status id = table_id(layout, cs::layout::kNumMlaLayouts, "layout");
-  if (id != cs::Status::kSuccess) return to_c(id);
-  if (page_size < 1 || bytes == nullptr)
-    return to_c(cs::detail::fail(cs::Status::kErrorInvalidArgument,
-                                 "page_size = %d: must be >= 1, and bytes not null", page_size));
-  *bytes = cs::layout::min_page_stride(cs::layout::kMlaLayouts[layout].rows, page_size);
-  return to_c(cs::detail::succeed());
-}
-
-cachestore_status_t cachestore_index_k_min_page_stride(int32_t format, int32_t page_size,
-                                                       int32_t head_dim, int64_t* bytes) {
-  const cs::Status id = table_id(format, cs::layout::kNumIndexKFormats, "format");
-  if (id != cs::Status::kSuccess) return to_c(id);
-  const cs::layout::IndexKFormatInfo& f = cs::layout::kIndexKFormats[format];
-  if (page_size < 1 || bytes == nullptr || head_dim <= 0 || head_dim % f.group != 0)
-    return to_c(cs::detail::fail(cs::Status::kErrorInvalidArgument,
-                                 "page_size = %d, head_dim = %d: page_size >= 1, head_dim a "
-                                 "positive multiple of %d, and bytes not null",
-                                 page_size, head_dim, f.group));
-  *bytes = cs::layout::min_page_stride(cs::layout::index_k_rows(f, head_dim), page_size);
-  return to_c(cs::detail::succeed());
-}
-
 }  // extern "C"
-
-// The C spellings of the layout table's enums.
-static_assert(CACHESTORE_MLA_V4 == static_cast<int>(cs::MlaLayout::kV4) &&
-                  CACHESTORE_MLA_V32 == static_cast<int>(cs::MlaLayout::kV32) &&
-                  CACHESTORE_MLA_V41 == static_cast<int>(cs::MlaLayout::kV41) &&
-                  CACHESTORE_MLA_V41_FP4 == static_cast<int>(cs::MlaLayout::kV41Fp4),
-              "MLA layout ids");
-static_assert(CACHESTORE_INDEX_K_FP8 == static_cast<int>(cs::IndexKFormat::kFp8) &&
-                  CACHESTORE_INDEX_K_FP4 == static_cast<int>(cs::IndexKFormat::kFp4),
-              "index-K format ids");
-static_assert(CACHESTORE_KV_CACHE_AUTO == static_cast<int>(cs::KvCacheType::kAuto) &&
-                  CACHESTORE_KV_CACHE_FP8_E4M3 == static_cast<int>(cs::KvCacheType::kFp8E4m3) &&
-                  CACHESTORE_KV_CACHE_FP8_E5M2 == static_cast<int>(cs::KvCacheType::kFp8E5m2),
-              "KV cache type ids");
-static_assert(CACHESTORE_ROPE_NEOX == static_cast<int>(cs::RopeStyle::kNeox) &&
-                  CACHESTORE_ROPE_GPTJ == static_cast<int>(cs::RopeStyle::kGptj) &&
-                  CACHESTORE_ROPE_ROUND_INPUT_TYPE ==
-                      static_cast<int>(cs::RopeRounding::kInputType) &&
-                  CACHESTORE_ROPE_ROUND_FP32 == static_cast<int>(cs::RopeRounding::kFp32),
-              "RoPE ids");
-static_assert(CACHESTORE_ENCODING_UE8M0 == static_cast<int>(cs::layout::Encoding::kUe8m0) &&
-                  CACHESTORE_ENCODING_E2M1 == static_cast<int>(cs::layout::Encoding::kE2m1) &&
-                  CACHESTORE_RULE_FIXED == static_cast<int>(cs::layout::RuleUse::kFixed),
-              "encoding and rule-use ids");
