@@ -40,6 +40,8 @@ struct MlaPolicy {
                               // without PDL (the fused kernel with PDL too); 0: off
   bool fused_pdl_one_row;     // with PDL, the fused kernel takes one row a block while one block
                               // an SM covers the batch
+  int64_t freqs_cis_kernel;   // 1: SGLang's freqs_cis form (V4.1, no Q) runs its own kernel, the
+                              // form compiled in; 0: the kernel of every rotation
 };
 
 struct PagedKvPolicy {
@@ -69,7 +71,7 @@ struct StorePolicy {
 inline constexpr StorePolicy kBlackwellPolicy{
     .index_k = {.block_threads = 512, .min_block_threads = 64, .spread_sms = 1},
     .mla = {.kv_warps_per_block = 8, .min_rows = 2, .two_per_sm_rows = 0,
-            .fused_pdl_one_row = false},
+            .fused_pdl_one_row = false, .freqs_cis_kernel = 1},
     .paged_kv = {.max_threads = 256, .min_threads = 64, .wide_rows = 2048},
     .values_per_lane = {.four_max_rows = 512, .eight_max_rows = 1024},
 };
@@ -78,7 +80,7 @@ inline constexpr StorePolicy kBlackwellPolicy{
 inline constexpr StorePolicy kHopperPolicy{
     .index_k = {.block_threads = 256, .min_block_threads = 128, .spread_sms = 2},
     .mla = {.kv_warps_per_block = 8, .min_rows = 2, .two_per_sm_rows = 2,
-            .fused_pdl_one_row = true},
+            .fused_pdl_one_row = true, .freqs_cis_kernel = 1},
     .paged_kv = {.max_threads = 256, .min_threads = 64, .wide_rows = 2048},
     .values_per_lane = {.four_max_rows = 512, .eight_max_rows = 1024},
 };
@@ -87,7 +89,7 @@ inline constexpr StorePolicy kHopperPolicy{
 inline constexpr StorePolicy kPortablePolicy{
     .index_k = {.block_threads = 256, .min_block_threads = 64, .spread_sms = 1},
     .mla = {.kv_warps_per_block = 4, .min_rows = 2, .two_per_sm_rows = 0,
-            .fused_pdl_one_row = false},
+            .fused_pdl_one_row = false, .freqs_cis_kernel = 1},
     .paged_kv = {.max_threads = 256, .min_threads = 64, .wide_rows = 2048},
     .values_per_lane = {.four_max_rows = 512, .eight_max_rows = 1024},
 };
@@ -108,6 +110,7 @@ static_assert(kHopperPolicy.index_k.block_threads <= kMaxBlockThreads &&
 //   paged_kv.wide_rows            rows from which the 16-byte paged K/V kernel takes
 //                                 kPagedKvWideVectors vectors a thread (0: never; 1: always)
 //   values_per_lane.four_max_rows, values_per_lane.eight_max_rows
+//   mla.freqs_cis_kernel          0 | 1
 // Returns true, or false with what is wrong with `spec` (naming the field) in `error`. Plain C
 // strings: a std::string here would put a libstdc++ template in the shared library's exports.
 inline bool apply_overrides(const char* spec, StorePolicy* policy, char* error,
@@ -120,6 +123,7 @@ inline bool apply_overrides(const char* spec, StorePolicy* policy, char* error,
       {"paged_kv.wide_rows", &policy->paged_kv.wide_rows},
       {"values_per_lane.four_max_rows", &policy->values_per_lane.four_max_rows},
       {"values_per_lane.eight_max_rows", &policy->values_per_lane.eight_max_rows},
+      {"mla.freqs_cis_kernel", &policy->mla.freqs_cis_kernel},
   };
   const char* item = spec;
   while (*item != '\0') {

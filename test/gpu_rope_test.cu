@@ -293,16 +293,17 @@ MlaRotary mla_rotary(RopeStyle style, int variant) {
   r.max_position = 1000 + variant;
   r.by_row = variant >= 4;  // row i rotates by cos/sin row i: every real row rotates
   r.interleaved = variant == 3 || variant >= 5;  // cos and sin side by side
-  if (variant == 6) {  // SGLang's freqs_cis: fp32 (cos, sin) pairs a row, the fp32 rotation
-    r.rounding = RopeRounding::kFp32;
+  if (variant >= 6) {  // SGLang's freqs_cis: fp32 (cos, sin) pairs a row, the fp32 rotation;
+    r.rounding = RopeRounding::kFp32;  // without Q (6) the V4.1 layouts' kernel of that form
     r.cos_sin_type = KvDataType::kFp32;
+    r.q_heads = variant == 6 ? 0 : 16;
   }
   return r;
 }
 
 TEST_P(MlaRopeSweep, CachesQueryAndRopePartMatchReference) {
   const auto [kind, style] = GetParam();
-  for (int variant = 0; variant < 7; ++variant) {
+  for (int variant = 0; variant < 8; ++variant) {
     CaseShape shape;
     shape.num_tokens = 40;
     shape.page_size = 16;
@@ -387,8 +388,8 @@ TEST_P(MlaRopeReplay, GraphReplayNeverTouchesPaddingRows) {
   shape.num_tokens = kRows;
   shape.page_size = 16;
   // Variant 2: Q heads 128 and the RoPE part in place, by position; variant 5: Q heads 128 in
-  // place by a cos/sin row a row.
-  for (const int variant : {2, 5}) {
+  // place by a cos/sin row a row; variant 6: SGLang's freqs_cis form, no Q.
+  for (const int variant : {2, 5, 6}) {
     SCOPED_TRACE("variant " + std::to_string(variant));
     shape.rotary = mla_rotary(style, variant);
     StoreCase c(kind, shape);

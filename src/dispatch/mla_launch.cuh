@@ -39,6 +39,17 @@ inline kernels::MlaRopeArgs mla_rope_args(const FusedStoreParams& p) {
           kernels::FastDivmod::make(static_cast<uint32_t>(units_per_head))};
 }
 
+// Whether a rotation is SGLang's freqs_cis form, which the V4.1 layouts' rotating rows without
+// Q run in a kernel of that form alone (tuning's mla.freqs_cis_kernel): GPT-J pairs, the fp32
+// rounding, a row's own fp32 row of (cos, sin) pairs.
+inline bool freqs_cis_form(const RotaryEmbedding& r) {
+  return r.style == RopeStyle::kGptj && r.rounding == RopeRounding::kFp32 &&
+         r.cos_sin_type == KvDataType::kFp32 && r.cos_sin_rows == RopeCosSinRows::kByRow &&
+         r.cos_sin_layout == RopeCosSinLayout::kInterleaved && r.num_query_heads == 0;
+}
+template <MlaLayout kLayout>
+inline constexpr bool kFreqsCisLayout = kLayout == MlaLayout::kV41 || kLayout == MlaLayout::kV41Fp4;
+
 template <MlaLayout kLayout, ScaleRule kKvRule, IndexKFormat kIndex, typename SlotT, int kN,
           bool kRope>
 Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kernels::MlaArgs& kv,
@@ -72,6 +83,12 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
   return with_pdl(pdl, [&](auto pdl_constant) {
     constexpr bool kPdl = decltype(pdl_constant)::value;
     if (p.index_k == nullptr) {
+      if constexpr (kRope && kFreqsCisLayout<kLayout>) {
+        if (arch.policy.mla.freqs_cis_kernel != 0 && freqs_cis_form(p.rotary))
+          return launch_store(kernels::mla_rope_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl,
+                                                             kernels::kRopeFreqsCis>,
+                              grid, block, stream, pdl_constant, guard, kv, rope, kv_table);
+      }
       if constexpr (kRope)
         return launch_store(kernels::mla_rope_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl>,
                             grid, block, stream, pdl_constant, guard, kv, rope, kv_table);

@@ -11,7 +11,7 @@ namespace cachestore::kernels {
 // ---- fused_store_cache without an index-K: blockDim = (32, rows per block * warps per row).
 // A kernel of its own rather than the fused kernel without index warps: a row runs slower in a
 // kernel that also holds the other kind of row, even where that code never executes.
-template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl, bool kRope>
+template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl, int kRope>
 __device__ __forceinline__ void mla_store_rows(const GuardArgs& guard, const MlaArgs& kv,
                                                const PageTableArgs& kv_table,
                                                const RopeArgs* rope) {
@@ -27,7 +27,7 @@ template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl>
 __global__ void __launch_bounds__(tuning::kMaxBlockThreads,
                                   tuning::kMlaThreadsPerSm / tuning::kMaxBlockThreads)
 mla_store_kernel(const GuardArgs guard, const MlaArgs kv, const PageTableArgs kv_table) {
-  mla_store_rows<kLayout, kRule, SlotT, kN, kPdl, false>(guard, kv, kv_table, nullptr);
+  mla_store_rows<kLayout, kRule, SlotT, kN, kPdl, kRopeNone>(guard, kv, kv_table, nullptr);
 }
 
 // ---- fused_store_cache with an index-K: blockDim = (32, rows_per_block * warps per row + index
@@ -39,7 +39,7 @@ mla_store_kernel(const GuardArgs guard, const MlaArgs kv, const PageTableArgs kv
 // without PDL too, as in the index-K kernels. kKvRule: the KV layout's scale rule, compiled in as
 // in mla_store_kernel.
 template <MlaLayout kLayout, ScaleRule kKvRule, IndexKFormat kIndex, typename SlotT, int kN,
-          bool kPdl, int kIndexDim, bool kRope>
+          bool kPdl, int kIndexDim, int kRope>
 __device__ __forceinline__ void fused_store_rows(const GuardArgs& guard, const MlaArgs& kv,
                                                  const IndexKArgs& index,
                                                  const PageTableArgs& kv_table,
@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(tuning::kMaxBlockThreads,
                                   tuning::kMlaThreadsPerSm / tuning::kMaxBlockThreads)
 fused_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArgs index,
                    const PageTableArgs kv_table, const PageTableArgs index_table) {
-  fused_store_rows<kLayout, kKvRule, kIndex, SlotT, kN, kPdl, kIndexDim, false>(
+  fused_store_rows<kLayout, kKvRule, kIndex, SlotT, kN, kPdl, kIndexDim, kRopeNone>(
       guard, kv, index, kv_table, index_table, nullptr);
 }
 
@@ -131,13 +131,17 @@ __device__ __forceinline__ void rotate_query_unit(const GuardArgs& guard, const 
   }
 }
 
-template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl>
+// kRope: kRopeAny, or kRopeFreqsCis (no Q: the rows alone, the one form compiled in).
+template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl,
+          int kRope = kRopeAny>
 __global__ void __launch_bounds__(tuning::kMaxBlockThreads,
                                   tuning::kMlaRopeThreadsPerSm / tuning::kMaxBlockThreads)
 mla_rope_store_kernel(const GuardArgs guard, const MlaArgs kv,
                       const __grid_constant__ MlaRopeArgs rope, const PageTableArgs kv_table) {
-  if (blockIdx.y != 0) return rotate_query_unit<kPdl>(guard, rope);
-  mla_store_rows<kLayout, kRule, SlotT, kN, kPdl, true>(guard, kv, kv_table, &rope.rope);
+  if constexpr (kRope == kRopeAny) {
+    if (blockIdx.y != 0) return rotate_query_unit<kPdl>(guard, rope);
+  }
+  mla_store_rows<kLayout, kRule, SlotT, kN, kPdl, kRope>(guard, kv, kv_table, &rope.rope);
 }
 
 template <MlaLayout kLayout, ScaleRule kKvRule, IndexKFormat kIndex, typename SlotT, int kN,
@@ -148,7 +152,7 @@ fused_rope_store_kernel(const GuardArgs guard, const MlaArgs kv, const IndexKArg
                         const __grid_constant__ MlaRopeArgs rope, const PageTableArgs kv_table,
                         const PageTableArgs index_table) {
   if (blockIdx.y != 0) return rotate_query_unit<kPdl>(guard, rope);
-  fused_store_rows<kLayout, kKvRule, kIndex, SlotT, kN, kPdl, kIndexDim, true>(
+  fused_store_rows<kLayout, kKvRule, kIndex, SlotT, kN, kPdl, kIndexDim, kRopeAny>(
       guard, kv, index, kv_table, index_table, &rope.rope);
 }
 

@@ -15,10 +15,18 @@ namespace cachestore::kernels {
 template <int kN>
 inline constexpr int kMlaRowLanes = 512 / kN;
 
+// A row's rotation (the rows' kRope): none; any RotaryEmbedding, its style, rounding and cos/sin
+// form read at run time; or SGLang's freqs_cis form compiled in (GPT-J, the fp32 rounding, a
+// row's own fp32 row of (cos, sin) pairs; no Q), whose kernel holds nothing else.
+inline constexpr int kRopeNone = 0;
+inline constexpr int kRopeAny = 1;
+inline constexpr int kRopeFreqsCis = 2;
+
 // The row of a layout: `MlaRow<kLayout>::store<kRule, SlotT, kN, kPdl, kRope>(guard, kv, table,
 // row, lane, live, rope)`, specialized in the layout's kernel header. kRule is the cache's scale
 // rule where the layout reads one (layout::MlaLayoutInfo::scale_rule_selectable), else kPow2 and
-// unread. kRope: the row's RoPE part is rotated first (MlaRowRotation; `rope` unread otherwise).
+// unread. kRope (kRopeAny, kRopeFreqsCis): the row's RoPE part is rotated first
+// (MlaRowRotation; `rope` unread with kRopeNone).
 template <MlaLayout kLayout>
 struct MlaRow;
 
@@ -82,7 +90,7 @@ __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, con
 // is in the cos/sin cache; a real row past the cache is counted once and stores nothing. The
 // rotated values are bf16 (rounded by the peer's rule), what the layout then stores, and
 // key_out's. kVals: the RoPE values a lane that holds them holds (8 or 16).
-template <int kVals>
+template <int kVals, bool kFreqsCis = false>
 struct MlaRowRotation {
   static_assert(kVals == 8 || kVals == 16, "8 or 16 RoPE values a lane");
   static constexpr int kWords = kVals / 2;
@@ -100,14 +108,15 @@ struct MlaRowRotation {
                                             const uint16_t* part)
       : r(rope),
         input_row(input_row),
-        position_src(rotation_position_address(rope, input_row)),
+        position_src(kFreqsCis ? rope.cos_sin + input_row * rope.cos_sin_stride
+                               : rotation_position_address(rope, input_row)),
         part(reinterpret_cast<const uint32_t*>(part)) {}
 
   // The row's position (every lane: the verdict needs it) and, on the rotating warp, the lane's
   // two words, loaded beside the row's values.
   template <bool kPdl>
   __device__ __forceinline__ void load_inputs(bool rotating_warp, int warp_lane) {
-    position = load_rotation_position<kPdl>(r, position_src, input_row);
+    position = kFreqsCis ? input_row : load_rotation_position<kPdl>(r, position_src, input_row);
     if (rotating_warp) {
       own = load_global<kPdl>(part + warp_lane);
       partner = load_global<kPdl>(part + (warp_lane ^ 16));
@@ -146,14 +155,11 @@ struct MlaRowRotation {
   __device__ __forceinline__ void rotate(bool rotating_warp, int warp_lane, int rope_index,
                                          uint32_t (&w)[kWords]) const {
     if (!rotating_warp) return;
-    const uint8_t* row = cos_sin_row(r, position);
     uint32_t word;
-    if (r.pair_units > 0) {
-      word = r.input_rounding ? rotated_word<true, true>(row, warp_lane)
-                              : rotated_word<true, false>(row, warp_lane);
+    if constexpr (kFreqsCis) {
+      word = freqs_cis_word(warp_lane);
     } else {
-      word = r.input_rounding ? rotated_word<false, true>(row, warp_lane)
-                              : rotated_word<false, false>(row, warp_lane);
+      word = any_form_word(warp_lane);
     }
     const int first = kWords * (rope_index < 0 ? 0 : rope_index);
 #pragma unroll
@@ -161,6 +167,31 @@ struct MlaRowRotation {
       const uint32_t got = __shfl_sync(0xffffffffu, word, first + j);
       if (rope_index >= 0) w[j] = got;
     }
+  }
+
+  // Word `l` rotated in SGLang's freqs_cis form: pair l by the row's fp32 (cos, sin) at 2l.
+  __device__ __forceinline__ uint32_t freqs_cis_word(int l) const {
+    const float2 cs = *reinterpret_cast<const float2*>(position_src + 8 * l);
+    float v[2];
+    decode_bf16x2(own, v);
+    const float c[1] = {cs.x}, s[1] = {cs.y};
+    rotate_adjacent_pairs<KvDataType::kBf16>(v, c, s, false);
+    return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[0]))) |
+           static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[1]))) << 16;
+  }
+
+  // Word `l` rotated in the style, rounding and cos/sin form of `r`.
+  __device__ __forceinline__ uint32_t any_form_word(int l) const {
+    const uint8_t* row = cos_sin_row(r, position);
+    uint32_t word;
+    if (r.pair_units > 0) {
+      word = r.input_rounding ? rotated_word<true, true>(row, l)
+                              : rotated_word<true, false>(row, l);
+    } else {
+      word = r.input_rounding ? rotated_word<false, true>(row, l)
+                              : rotated_word<false, false>(row, l);
+    }
+    return word;
   }
 
   // Whether the row (count `n`) is stored: real, its position in the cache (a real row past it
@@ -193,7 +224,7 @@ __device__ __forceinline__ int64_t mla_input_row(int64_t row, bool live) { retur
 // The start of a V4 / V4.1 row: each lane's kN values `x` from the NoPE input or, on the lanes
 // from `nope_lanes` on, the RoPE input (nope_or_rope_source), loaded beside the count and the
 // slot (and with kRope the position, the RoPE lanes' values then rotated), then guard_mla_row.
-template <typename SlotT, int kTileLanes, bool kPdl, bool kRope = false, int kN>
+template <typename SlotT, int kTileLanes, bool kPdl, int kRope = kRopeNone, int kN>
 __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& guard,
                                                              const MlaArgs& a,
                                                              const PageTableArgs& table,
@@ -206,7 +237,8 @@ __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& gu
   if constexpr (kRope) {
     // The RoPE lanes load nothing of their own: their words come rotated from their warp.
     constexpr int kRopeLanes = layout::kRopeDim / kN;
-    MlaRowRotation<kN> rotation(*rope, input_row, a.rope + input_row * a.rope_row_stride);
+    MlaRowRotation<kN, kRope == kRopeFreqsCis> rotation(*rope, input_row,
+                                                       a.rope + input_row * a.rope_row_stride);
     begin_row<kPdl>(guard, sources, src, rotation.position_src);
     const int rope_index = lane - nope_lanes;
     x = Bf16Vals<kN>::template load<kPdl>(src, rope_index < 0);

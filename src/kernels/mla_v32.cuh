@@ -11,7 +11,7 @@ namespace cachestore::kernels {
 
 template <>
 struct MlaRow<MlaLayout::kV32> {
-  template <ScaleRule kRule, typename SlotT, int kN, bool kPdl, bool kRope = false>
+  template <ScaleRule kRule, typename SlotT, int kN, bool kPdl, int kRope = kRopeNone>
   __device__ __forceinline__ static void store(const GuardArgs& guard, const MlaArgs& a,
                                                const PageTableArgs& table,
                                                int64_t row, int lane, bool live,

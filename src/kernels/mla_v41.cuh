@@ -11,7 +11,7 @@ namespace cachestore::kernels {
 // Both V4.1 layouts' row; kRule is unread (the layouts fix their scale formats).
 template <MlaLayout kLayout>
 struct V41Row {
-  template <ScaleRule kRule, typename SlotT, int kN, bool kPdl, bool kRope = false>
+  template <ScaleRule kRule, typename SlotT, int kN, bool kPdl, int kRope = kRopeNone>
   __device__ __forceinline__ static void store(const GuardArgs& guard, const MlaArgs& a,
                                                const PageTableArgs& table,
                                                int64_t row, int lane, bool live,
