@@ -85,13 +85,14 @@ auto with_index_k_dim(int32_t head_dim, F&& f) {
   return f(std::integral_constant<int, 0>{});
 }
 
-// f(std::integral_constant<ScaleRule, rule>{}) where the store reads `rule` (`varies`: the fp8
+// f(std::integral_constant<ScaleRule, rule>{}) where the store reads `rule` (kVaries: the fp8
 // index-K, MLA V3.2), else f(kPow2): the scale rule is the kernels' template parameter, and a
-// layout whose rule is fixed has one instantiation.
-template <typename F>
-auto with_scale_rule(ScaleRule rule, bool varies, F&& f) {
-  if (varies && rule == ScaleRule::kAmax)
-    return f(std::integral_constant<ScaleRule, ScaleRule::kAmax>{});
+// layout whose rule is fixed has one instantiation (kVaries is compile-time for that).
+template <bool kVaries, typename F>
+auto with_scale_rule(ScaleRule rule, F&& f) {
+  if constexpr (kVaries) {
+    if (rule == ScaleRule::kAmax) return f(std::integral_constant<ScaleRule, ScaleRule::kAmax>{});
+  }
   return f(std::integral_constant<ScaleRule, ScaleRule::kPow2>{});
 }
 

@@ -152,7 +152,7 @@ Status launch_mla_store(const FusedStoreParams& p, const ArchInfo& arch, cudaStr
                   : index_k_args(p.index_slots, p.index_k, p.index_k_row_stride, p.index_cache,
                                  kN);
     }
-    return with_scale_rule(c.scale_rule, kRuleVaries, [&](auto kv_rule) {
+    return with_scale_rule<kRuleVaries>(c.scale_rule, [&](auto kv_rule) {
       constexpr ScaleRule kKvRule = decltype(kv_rule)::value;
       return with_slot_type(p.kv_slots.type, [&](auto slot) {
         using SlotT = decltype(slot);

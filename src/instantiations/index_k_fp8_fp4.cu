@@ -19,7 +19,7 @@ Status launch_index_k_fp8(const IndexKFp8Params& p, const ArchInfo& arch, cudaSt
         constexpr bool kPdl = decltype(pdl)::value;
         constexpr int kDim = decltype(dim)::value;
         constexpr bool kPinned = kPdl || kDim != 0;
-        return with_scale_rule(p.cache.scale_rule, true, [](auto rule) {
+        return with_scale_rule<true>(p.cache.scale_rule, [](auto rule) {
           return kernels::index_k_fp8_kernel<SlotT, kN, decltype(rule)::value, kPdl, kPinned, kDim>;
         });
       },
