@@ -51,10 +51,13 @@ struct Mismatches {
 //    (detail::v4_scale_byte, v32_pow2_scale_byte: the sm_90 image's path, kernels::pow2_scale_byte).
 //  - the kernels' UE8M0 round-up of a scale (kernels::ue8m0_round_up: from the bits on sm_90),
 //    over its domain [FLT_MIN, +Inf]: each pattern x is mapped to max(|x|, FLT_MIN).
-//  - NVFP4's code of a product from its bits (kernels::nvfp4_code_of_product, the sm_90 path):
-//    e2m1 ties to even with a NaN giving 0.
+//  - NVFP4's code of a product from its bits (kernels::nvfp4_code_of_product, the per-value
+//    path): e2m1 ties to even with a NaN giving 0.
+//  - NVFP4's byte of two products (kernels::nvfp4_code_pair_bits, the sm_90 block path) of x and
+//    -x, both nibbles and both sign positions: a NaN flags the pair (its block then takes the
+//    per-value path, whose byte is 0).
 enum class Conversion { kE4m3, kUe8m0, kE2m1Even, kE2m1TowardZero, kE2m1CudaFp4, kV41Scale,
-                        kUe8m0Scale, kV4Scale, kV32Pow2Scale, kNvfp4Code };
+                        kUe8m0Scale, kV4Scale, kV32Pow2Scale, kNvfp4Code, kNvfp4Pair };
 const char* conversion_name(Conversion c) {
   switch (c) {
     case Conversion::kE4m3: return "E4m3";
@@ -67,6 +70,7 @@ const char* conversion_name(Conversion c) {
     case Conversion::kV4Scale: return "V4ScaleByte";
     case Conversion::kV32Pow2Scale: return "V32Pow2ScaleByte";
     case Conversion::kNvfp4Code: return "Nvfp4CodeOfProduct";
+    case Conversion::kNvfp4Pair: return "Nvfp4PairOfProducts";
   }
   return "?";
 }
@@ -94,6 +98,11 @@ __device__ __forceinline__ uint8_t device_conversion(Conversion which, float x) 
     case Conversion::kV4Scale: return isnan(x) ? 0 : detail::v4_scale_byte(fabsf(x));
     case Conversion::kV32Pow2Scale: return isnan(x) ? 0 : detail::v32_pow2_scale_byte(fabsf(x));
     case Conversion::kNvfp4Code: return kernels::nvfp4_code_of_product(x);
+    case Conversion::kNvfp4Pair: {
+      uint32_t nan = 0;
+      const uint32_t pair = kernels::nvfp4_code_pair_bits(x, -x, nan);
+      return (nan & kernels::kNvfp4NanBit) != 0 ? 0 : static_cast<uint8_t>(pair);
+    }
   }
   return 0;
 }
@@ -111,6 +120,10 @@ __host__ __device__ inline uint8_t reference_conversion(Conversion which, float 
     case Conversion::kV32Pow2Scale:
       return x != x ? 0 : reference::v32_pow2_scale_byte_formula(fabsf(x));
     case Conversion::kNvfp4Code: return x != x ? 0 : reference::e2m1_from_float(x, true);
+    case Conversion::kNvfp4Pair:
+      return x != x ? 0
+                    : static_cast<uint8_t>(reference::e2m1_from_float(x, true) |
+                                           reference::e2m1_from_float(-x, true) << 4);
   }
   return 0;
 }
@@ -141,7 +154,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, ConversionTest,
                                            Conversion::kE2m1Even, Conversion::kE2m1TowardZero,
                                            Conversion::kE2m1CudaFp4, Conversion::kV41Scale,
                                            Conversion::kUe8m0Scale, Conversion::kV4Scale,
-                                           Conversion::kV32Pow2Scale, Conversion::kNvfp4Code),
+                                           Conversion::kV32Pow2Scale, Conversion::kNvfp4Code,
+                                           Conversion::kNvfp4Pair),
                          [](const auto& info) { return conversion_name(info.param); });
 
 TEST_P(ConversionTest, EveryFloatMatchesReference) {
@@ -364,6 +378,11 @@ TEST_F(GpuTest, Nvfp4BlocksMatchReferenceWithSpecialValues) {
     if (b % 53 == 2)
       for (int i = 0; i < 16; ++i) x[16 * b + i] = (i % 3 == 0) ? -0.0f : 0.0f;
     g[b] = b % 97 == 3 ? (b % 2 ? 0.0f : -1.0f) : std::ldexp(1.0f + unit(rng_), -14 + static_cast<int>(rng_() % 18));
+    if (b % 89 == 5) {  // sf * g below FLT_MIN's reach: out = +Inf, so 0 * out is NaN
+      g[b] = FLT_MIN;
+      for (int i = 0; i < 16; ++i)
+        x[16 * b + i] = i % 5 == 0 ? 0.0f : std::ldexp(unit(rng_) * 2.0f - 1.0f, -130);
+    }
   }
   thrust::device_vector<float> dx(x.begin(), x.end()), dg(g.begin(), g.end());
   thrust::device_vector<uint8_t> out(9 * kBlocks, 0xAB);

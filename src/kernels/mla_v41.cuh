@@ -37,7 +37,7 @@ struct V41Row {
           __nv_cvt_float_to_fp8(detail::v41_fp4_scale_input(amax), __NV_SATFINITE, __NV_E4M3));
       // x / s by the decoded scale with IEEE division's result (s in [2^-9, 448], where the
       // Markstein quotient applies; an Inf x keeps its Inf quotient).
-      const float s = detail::e4m3_scale_to_float(scale_byte);
+      const float s = e4m3_scale_decode(scale_byte);
       const float r = reciprocal_rn(s);
       *reinterpret_cast<Fp4Bytes<kN>*>(data_row + kN / 2 * lane) =
           x.to_e2m1(s, Fp4Ties::kToEven, [s, r](float v) {

@@ -13,6 +13,7 @@
 
 #include "cachestore/layout.h"
 #include "detail/scale_rules.h"
+#include "kernels/core/fp8.cuh"
 #include "kernels/core/native_cvt.cuh"
 
 namespace cachestore::kernels {
@@ -157,10 +158,44 @@ __device__ __forceinline__ uint32_t nvfp4_e2m1x2(float lo, float hi) {
 #endif
 }
 
+// The e2m1 magnitude code (ties to even) of a = min(|y|, 6) in the low bits of the returned
+// bits: the smallest of rn(2a), rn(a) + 2 and rn(a / 2) + 4, each an fp32 sum with 2^23 (whose
+// ulp is 1), so rounded once, to even. The grid {0, .5, 1, 1.5, 2, 3, 4, 6} is spaced 0.5 below
+// 2, 1 from 2 to 4 and 2 from 4, where codes 0-4, 4-6 and 6-7 count the steps: each candidate
+// is the code on its range and, rn being monotonic, at least the code elsewhere (below 2, 2a <=
+// a + 2 and 2a <= a / 2 + 4; from 2 to 4, a + 2 <= 2a and a + 2 <= a / 2 + 4; from 4, a / 2 + 4
+// <= both). The even integers are the even codes, which ties go to. |y| >= 6 (Inf too) clamps
+// to 6 (code 7). A NaN y propagates: the result is NaN, whose bit 29 (kNvfp4NanBit) is clear in
+// every code's bits (0x4b000000 + code).
+inline constexpr uint32_t kNvfp4NanBit = 0x20000000u;
+__device__ __forceinline__ uint32_t e2m1_magnitude_bits(float y) {
+  float a;
+  asm("min.NaN.f32 %0, %1, 0f40C00000;" : "=f"(a) : "f"(fabsf(y)));  // min(|y|, 6), NaN kept
+  constexpr float kTwo23 = 8388608.0f;
+  const float c1 = fmaf(a, 2.0f, kTwo23);
+  const float c2 = a + (kTwo23 + 2.0f);
+  const float c3 = fmaf(a, 0.5f, kTwo23 + 4.0f);
+  return __float_as_uint(fminf(fminf(c1, c2), c3));
+}
+
+// The byte of NVFP4 codes of two products (`lo` in the low nibble) in the low byte of the
+// result (its upper bytes are not codes); `nan` gathers kNvfp4NanBit when either is NaN. The
+// signs: `lo`'s top byte and `hi`'s side by side, their sign bits (7, 15) moved to 3 and 7 by
+// one multiply-high by 2^28 + 2^24 (7 -> 35, 15 -> 39; the other two products land outside the
+// byte).
+__device__ __forceinline__ uint32_t nvfp4_code_pair_bits(float lo, float hi, uint32_t& nan) {
+  const uint32_t signs = __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x73) & 0x8080u;
+  const uint32_t lo_code = e2m1_magnitude_bits(lo), hi_code = e2m1_magnitude_bits(hi);
+  nan |= lo_code | hi_code;
+  return ((hi_code << 4) + lo_code) | __umulhi(signs, 0x11000000u);
+}
+
 // One NVFP4 block: 16 values of a (token, head) under the global decode scale g
 // (docs/layouts.md): amax (NaN ignored), the e4m3 block scale of amax / (6 g) by IEEE division
 // (0 unless amax and g are > 0), out = 1 / (sf g) correctly rounded with sf the decoded scale (0
-// unless sf > 0 too), and the e2m1 codes of x * out in memory order.
+// unless sf > 0 too), and the e2m1 codes of x * out in memory order. On Hopper the codes come
+// from nvfp4_code_pair_bits, and a block with a NaN product (a NaN input, or 0 * Inf) takes
+// the per-value rule (nvfp4_e2m1x2) instead.
 struct Nvfp4Block {
   uint2 codes;
   uint8_t scale;
@@ -172,16 +207,32 @@ __device__ __forceinline__ Nvfp4Block nvfp4_block(const float (&v)[16], float g)
   const bool scaled = amax > 0.0f && g > 0.0f;
   const uint8_t scale = static_cast<uint8_t>(__nv_cvt_float_to_fp8(
       scaled ? __fdiv_rn(amax, 6.0f * g) : 0.0f, __NV_SATFINITE, __NV_E4M3));
-  const float sf = detail::e4m3_scale_to_float(scale);
+  const float sf = e4m3_scale_decode(scale);
   const float out = scaled && sf > 0.0f ? __frcp_rn(sf * g) : 0.0f;
+  const auto per_value = [&](uint32_t (&w)[2]) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      w[i] = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        w[i] |= nvfp4_e2m1x2(v[8 * i + 2 * j] * out, v[8 * i + 2 * j + 1] * out) << (8 * j);
+    }
+  };
   uint32_t w[2];
+#if CACHESTORE_NATIVE_SHORT_CVT
+  per_value(w);
+#else
+  uint32_t nan = 0;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    w[i] = 0;
+    uint32_t b[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      w[i] |= nvfp4_e2m1x2(v[8 * i + 2 * j] * out, v[8 * i + 2 * j + 1] * out) << (8 * j);
+      b[j] = nvfp4_code_pair_bits(v[8 * i + 2 * j] * out, v[8 * i + 2 * j + 1] * out, nan);
+    w[i] = __byte_perm(__byte_perm(b[0], b[1], 0x40), __byte_perm(b[2], b[3], 0x40), 0x5410);
   }
+  if (nan & kNvfp4NanBit) per_value(w);
+#endif
   return {make_uint2(w[0], w[1]), scale};
 }
 
