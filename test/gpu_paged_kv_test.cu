@@ -243,7 +243,7 @@ TEST_F(PagedKvTest, LargestHeadDimAndHeadCount) {
 }
 
 // Large batches: from tuning's wide_rows the 16-byte kernel takes four vectors a thread (j + v *
-// vecs / 4: K with V, K with K (K only, or Dk != Dv), V with V). vLLM's MLA rows (Mla576) are
+// vecs / 4: K with V, K with K (K only, or Dk != Dv), V with V), the nvfp4 kernel four blocks. vLLM's MLA rows (Mla576) are
 // kv_c 512 as K and k_pe 64 as V in one buffer. Each layout, cache type, input type and slot
 // type there, an odd batch, faults, PDL on and off.
 TEST_F(PagedKvTest, LargeBatchFourVectorsAThread) {
@@ -257,6 +257,9 @@ TEST_F(PagedKvTest, LargeBatchFourVectorsAThread) {
       {{KvLayout::kNhd, KvCacheType::kFp8E4m3, KvDataType::kBf16, 2049, 16, 4, 128, 0}, SlotType::kInt64},
       {{KvLayout::kStacked, KvCacheType::kFp8E4m3, KvDataType::kFp32, 3001, 16, 4, 64, 64}, SlotType::kInt64},
       {{KvLayout::kNhd, KvCacheType::kAuto, KvDataType::kFp32, 2049, 16, 2, 128, 64}, SlotType::kPageTable},
+      {{KvLayout::kNhd, KvCacheType::kNvfp4, KvDataType::kBf16, 2049, 16, 8, 128, 128}, SlotType::kInt64},
+      {{KvLayout::kHnd, KvCacheType::kNvfp4, KvDataType::kFp32, 2500, 16, 4, 64, 64}, SlotType::kPageTable},
+      {{KvLayout::kStacked, KvCacheType::kNvfp4, KvDataType::kFp16, 3001, 64, 2, 128, 128}, SlotType::kInt32},
   };
   for (const auto& [shape, slots] : configs) {
     for (bool pdl : {false, true}) {

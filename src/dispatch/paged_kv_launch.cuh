@@ -133,11 +133,12 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
       width /= 2;
   }
   const kernels::PagedKvArgs args = paged_kv_args(p, width);
-  // The 16-byte kernel takes four vectors a thread (j, j + vecs / 4, ...) on large batches.
-  const int32_t vectors = fast && !kNvfp4 ? tuning::paged_kv_vectors_per_thread(
-                                                arch.policy, p.batch.num_tokens,
-                                                args.vecs_per_token)
-                                          : 1;
+  // The 16-byte and nvfp4 kernels take four vectors (blocks) a thread (j, j + vecs / 4, ...)
+  // on large batches.
+  const int32_t vectors =
+      fast ? tuning::paged_kv_vectors_per_thread(arch.policy, p.batch.num_tokens,
+                                                 args.vecs_per_token)
+           : 1;
   dim3 grid, block;
   CACHESTORE_RETURN_IF_ERROR(paged_kv_grid(p, arch, args.vecs_per_token / vectors, &grid, &block,
                                            vectors == tuning::kPagedKvWideVectors));
@@ -150,8 +151,12 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
     constexpr bool kPdl = decltype(pdl_constant)::value;
     using SlotT = decltype(slot);
     if constexpr (kNvfp4) {
-      return launch_store(kernels::paged_kv_nvfp4_kernel<SlotT, kIn, kPdl>, grid, block, stream,
-                          pdl_constant, guard, args, table, block_scale_args(p));
+      if (vectors == tuning::kPagedKvWideVectors)
+        return launch_store(
+            kernels::paged_kv_nvfp4_kernel<SlotT, kIn, kPdl, tuning::kPagedKvWideVectors>, grid,
+            block, stream, pdl_constant, guard, args, table, block_scale_args(p));
+      return launch_store(kernels::paged_kv_nvfp4_kernel<SlotT, kIn, kPdl, 1>, grid, block,
+                          stream, pdl_constant, guard, args, table, block_scale_args(p));
     } else {
       if (vectors == tuning::kPagedKvWideVectors)
         return launch_store(

@@ -10,7 +10,7 @@
 //     paged-attention layout); a vector in one contiguous run of the cache is one store, else
 //     each value is;
 //   - paged_kv_nvfp4_kernel: one 16-value NVFP4 block a thread (two or four 16-byte loads), its
-//     8 code bytes and its e4m3 scale byte.
+//     8 code bytes and its e4m3 scale byte; on large batches kVecs blocks a thread.
 #pragma once
 
 #include <cstring>
@@ -219,12 +219,14 @@ paged_kv_kernel(const GuardArgs guard, const PagedKvArgs a, const PageTableArgs 
   paged_kv_vector<8, true, SlotT, kCache, kIn, kPdl, kVecs>(guard, a, table);
 }
 
-template <typename SlotT, KvDataType kIn, bool kPdl>
+// kVecs blocks a thread: 1 at decode sizes, tuning::kPagedKvWideVectors on large batches (the
+// count, the slot, the guard and the addressing shared by the blocks of one thread).
+template <typename SlotT, KvDataType kIn, bool kPdl, int kVecs>
 __global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
 paged_kv_nvfp4_kernel(const GuardArgs guard, const PagedKvArgs a, const PageTableArgs table,
                       const BlockScaleArgs block_scales) {
-  paged_kv_vector<16, true, SlotT, KvCacheType::kNvfp4, kIn, kPdl>(guard, a, table,
-                                                                   block_scales);
+  paged_kv_vector<16, true, SlotT, KvCacheType::kNvfp4, kIn, kPdl, kVecs>(guard, a, table,
+                                                                          block_scales);
 }
 
 template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
