@@ -102,6 +102,7 @@ struct MlaRowRotation {
   int64_t position = 0;
   uint32_t own = 0;      // word l of the part
   uint32_t partner = 0;  // word l ^ 16 (NeoX's partners; read either way, the same line)
+  float2 freqs{};        // kFreqsCis: pair l's (cos, sin), loaded with the words
 
   // `input_row`: the row whose inputs the lanes read (mla_input_row); `part`: its RoPE input.
   __device__ __forceinline__ MlaRowRotation(const RopeArgs& rope, int64_t input_row,
@@ -113,13 +114,18 @@ struct MlaRowRotation {
         part(reinterpret_cast<const uint32_t*>(part)) {}
 
   // The row's position (every lane: the verdict needs it) and, on the rotating warp, the lane's
-  // two words, loaded beside the row's values.
+  // two words, loaded beside the row's values; in the freqs_cis form its word and its (cos,
+  // sin), whose row needs no position (GPT-J: no partner).
   template <bool kPdl>
   __device__ __forceinline__ void load_inputs(bool rotating_warp, int warp_lane) {
     position = kFreqsCis ? input_row : load_rotation_position<kPdl>(r, position_src, input_row);
     if (rotating_warp) {
       own = load_global<kPdl>(part + warp_lane);
-      partner = load_global<kPdl>(part + (warp_lane ^ 16));
+      if constexpr (kFreqsCis) {
+        freqs = load_global<kPdl>(reinterpret_cast<const float2*>(position_src) + warp_lane);
+      } else {
+        partner = load_global<kPdl>(part + (warp_lane ^ 16));
+      }
     }
   }
 
@@ -157,7 +163,7 @@ struct MlaRowRotation {
     if (!rotating_warp) return;
     uint32_t word;
     if constexpr (kFreqsCis) {
-      word = freqs_cis_word(warp_lane);
+      word = freqs_cis_word();
     } else {
       word = any_form_word(warp_lane);
     }
@@ -169,12 +175,11 @@ struct MlaRowRotation {
     }
   }
 
-  // Word `l` rotated in SGLang's freqs_cis form: pair l by the row's fp32 (cos, sin) at 2l.
-  __device__ __forceinline__ uint32_t freqs_cis_word(int l) const {
-    const float2 cs = *reinterpret_cast<const float2*>(position_src + 8 * l);
+  // The lane's word rotated in SGLang's freqs_cis form: its pair by the row's fp32 (cos, sin).
+  __device__ __forceinline__ uint32_t freqs_cis_word() const {
     float v[2];
     decode_bf16x2(own, v);
-    const float c[1] = {cs.x}, s[1] = {cs.y};
+    const float c[1] = {freqs.x}, s[1] = {freqs.y};
     rotate_adjacent_pairs<KvDataType::kBf16>(v, c, s, false);
     return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[0]))) |
            static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[1]))) << 16;
