@@ -126,10 +126,12 @@ def page_table(rows):
 COPY_TARGETS = {
     "paged_kv_nhd_fp8": (92, 88), "paged_kv_hnd_fp8": (92, 88), "paged_kv_mla576": (92, 88),
     "paged_kv_mla576_fp8": (92, 88),
-    "mla_v41_fp4": (85, 80), "index_k_fp4": (85, 80), "index_k_fp8_amax": (None, 85),
+    "mla_v41_fp4": (80, 80), "index_k_fp4": (80, 80), "index_k_fp8_amax": (None, 85),
     "index_k_fp8_pow2": (None, 85), "fused_v4_index": (92, 85), "mla_v4": (None, 88),
     "mla_v32": (None, 88), "paged_kv_nhd": (93, 93), "paged_kv_hnd": (93, 93),
-    "paged_kv_nhd_nvfp4": (85, 85), "paged_kv_nhd_rope": (90, 90), "mla_v41_rope": (90, 90),
+    "paged_kv_nhd_nvfp4": (75, 75), "paged_kv_nhd_rope": (90, 90), "mla_v41_rope": (75, 75),
+    "paged_kv_mla576_rope": (75, 75), "mla_v41_rope_k": (None, 85),
+    "mla_v41_rope_k_by_row": (None, 85),
 }
 # x_baseline (PDL off, at most this) at the decode sizes: NVFP4 beside the fp8 store; the RoPE
 # stores beside the lean two-node pair they replace and beside the store without RoPE.
@@ -140,7 +142,12 @@ BASELINE_TARGETS = {"paged_kv_nhd_nvfp4": dict.fromkeys(_DECODE, 1.10),
                     "mla_v41_rope": dict.fromkeys(_DECODE, 0.60),
                     "mla_v41_rope_vs_store": dict.fromkeys(_DECODE, 1.15)}
 NAIVE_TARGETS = {"mla_v41": {1: 1.00, 8: 1.00, 32: 1.00, 128: 1.10, 512: 1.10},
-                 "mla_v4": {1: 1.10, 8: 1.10, 32: 1.10, 128: 1.10}}
+                 "mla_v4": {1: 1.10, 8: 1.10, 32: 1.10, 128: 1.10},
+                 "mla_v41_rope_k": dict.fromkeys(_DECODE, 1.00),
+                 "mla_v41_rope_k_by_row": dict.fromkeys(_DECODE, 1.00)}
+# x_naive with PDL on (the PDL row's node over the PDL-off row's naive node), at most this.
+NAIVE_PDL_TARGETS = {"mla_v41_rope_k": dict.fromkeys(_DECODE, 0.80),
+                     "mla_v41_rope_k_by_row": dict.fromkeys(_DECODE, 0.80)}
 
 
 def targets(rows, previous):
@@ -170,6 +177,13 @@ def targets(rows, previous):
             x = cell(rows, store, "graph", "off", "decode", n, "x_naive")
             if x is not None:
                 add(store, f"n = {n}: <= {limit:.2f}x naive, PDL off", f"{x:.2f}x", x <= limit)
+    for store, limits in NAIVE_PDL_TARGETS.items():
+        for n, limit in limits.items():
+            on = cell(rows, store, "graph", "on", "decode", n, "us")
+            naive = cell(rows, store, "graph", "off", "decode", n, "naive_us")
+            if on is not None and naive:
+                add(store, f"n = {n}: <= {limit:.2f}x naive, PDL on", f"{on / naive:.2f}x",
+                    on / naive <= limit)
     for store, limits in BASELINE_TARGETS.items():
         for n, limit in limits.items():
             b = rows.get((store, "graph", "off", "decode", n))
