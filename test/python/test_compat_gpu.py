@@ -638,3 +638,78 @@ def test_sglang_fused_store_cache_and_extend_num_tokens(env):
     ref.ref_index_k_fp8(expected, page, k[:5], loc[:5], "amax")
     torch.cuda.synchronize()
     assert torch.equal(cache, expected)
+
+
+# vLLM's standardized KV layout (vllm-project/vllm#51718): every layer's K and V are strided
+# views into one buffer per KV group, in one of six orders of [layers, blocks, heads, tokens,
+# content], K and V side by side in the content dim (fused) or split by a leading dim of 2. A
+# store that took only the block stride from such a view would write another layer's or
+# another head's bytes (ROCm/aiter#4531); every byte of the buffer is compared here.
+STANDARDIZED_ORDERS = ("LBHNC", "LBNHC", "LHBNC", "BLHNC", "BLNHC", "BHLNC")
+
+
+def standardized_views(buf, order, fused, d):
+    """Per layer, the (K, V) views [blocks, tokens, heads, D] (vLLM's reshape_and_cache_flash
+    form) of a buffer in `order` ([2, ...] first unless fused, where C is 2 D)."""
+    perm = [order.index(ch) for ch in "LBNHC"]
+    if fused:
+        logical = buf.permute(perm)
+        k, v = logical[..., :d], logical[..., d:]
+    else:
+        k, v = buf[0].permute(perm), buf[1].permute(perm)
+    return [(k[layer], v[layer]) for layer in range(k.shape[0])]
+
+
+@pytest.mark.parametrize("order", STANDARDIZED_ORDERS)
+def test_vllm_standardized_kv_layouts(env, order):
+    torch, vllm, dev = env
+    import cachestore.torch as cst
+    layers, blocks, heads, tokens, d = 3, 6, 4, 16, 64
+    rows, real = 24, 19
+    sizes = {"L": layers, "B": blocks, "H": heads, "N": tokens}
+    for fused in (True, False):
+        for kv_dtype, cache_dtype in (("auto", torch.bfloat16), ("fp8", torch.uint8)):
+            for api in ("compat", "core"):
+                shape = [sizes.get(ch, 2 * d if fused else d) for ch in order]
+                if not fused:
+                    shape = [2, *shape]
+                if cache_dtype == torch.uint8:
+                    buf = torch.full(shape, 0x5A, dtype=torch.uint8, device=dev)
+                else:
+                    buf = torch.randn(shape, device=dev).to(cache_dtype)
+                want = buf.clone()
+                n = torch.tensor([real], dtype=torch.int32, device=dev)
+                scales = [(torch.tensor([0.03 + 0.01 * layer], device=dev),
+                           torch.tensor([0.02 + 0.01 * layer], device=dev))
+                          for layer in range(layers)]
+                got_views = standardized_views(buf, order, fused, d)
+                want_views = standardized_views(want, order, fused, d)
+                for layer in range(layers):
+                    key = torch.randn(rows, heads, d, device=dev).bfloat16()
+                    value = torch.randn(rows, heads, d, device=dev).bfloat16()
+                    slots = torch.randperm(blocks * tokens, device=dev)[:rows]
+                    slots[real - 3] = -1  # vLLM's padding inside the real rows: skipped
+                    k_scale, v_scale = scales[layer]
+                    kc, vc = got_views[layer]
+                    if api == "compat":
+                        vllm.reshape_and_cache_flash(key, value, kc, vc, slots, kv_dtype, k_scale,
+                                                     v_scale, num_tokens_non_padded=n)
+                    else:
+                        fp8 = kv_dtype == "fp8"
+                        cst.store_paged_kv(key, value, slots, kc, vc, layout="nhd",
+                                           kv_cache_dtype="fp8_e4m3" if fp8 else None,
+                                           k_scale=k_scale if fp8 else None,
+                                           v_scale=v_scale if fp8 else None,
+                                           num_tokens_non_padded=n)
+                    keep = slots[:real] >= 0
+                    as_cache = (lambda t: t.view(torch.float8_e4m3fn)) \
+                        if cache_dtype == torch.uint8 else (lambda t: t)
+                    fp8 = kv_dtype != "auto"
+                    wk, wv = want_views[layer]
+                    ref.ref_paged_kv(as_cache(wk), "nhd", key[:real][keep], slots[:real][keep],
+                                     k_scale if fp8 else None)
+                    ref.ref_paged_kv(as_cache(wv), "nhd", value[:real][keep],
+                                     slots[:real][keep], v_scale if fp8 else None)
+                torch.cuda.synchronize()
+                assert torch.equal(buf.view(torch.uint8), want.view(torch.uint8)), \
+                    (order, fused, kv_dtype, api)

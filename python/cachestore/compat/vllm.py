@@ -3,8 +3,10 @@
     from cachestore.compat import vllm as ops    # in place of: from vllm import _custom_ops as ops
 
 - `reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
-  k_scale, v_scale)`: caches `[num_blocks, block_size, num_heads, head_size]` (any strides, so
-  vLLM's HND views too);
+  k_scale, v_scale)`: caches `[num_blocks, block_size, num_heads, head_size]` of any strides
+  (every stride is read from the view, none assumed): vLLM's HND views, and its standardized
+  layout's per-layer views of one buffer in any of the six orders of [layers, blocks, heads,
+  tokens, content], K and V side by side in the content dim or not;
 - `reshape_and_cache(...)`, the same arguments: vLLM's paged-attention layout, key cache
   `[num_blocks, num_heads, head_size / x, block_size, x]`, value cache `[num_blocks, num_heads,
   head_size, block_size]`;
