@@ -299,26 +299,28 @@ TEST_F(GpuTest, ReciprocalAndScaleFormulasMatchIeeeForEveryInput) {
                                 << formulas.first_inputs(hex);
 }
 
-// The fp4 stores' encoder (Bf16Vals::to_e2m1: bf16 thresholds, or per value for NaN / Inf
-// vectors) against the reference e2m1 of the IEEE quotient, over its whole domain: every bf16 x
+// The fp4 stores' encoder (Bf16Vals::to_e2m1: bf16 thresholds, the indexer's power-of-two
+// candidates for ties to even, or per value for NaN / Inf vectors) against the reference e2m1 of the IEEE quotient, over its whole domain: every bf16 x
 // (8 per thread, as a kernel lane holds them) against every scale the fp4 layouts produce, each
 // e4m3 scale of V41_FP4 (bytes 1..0x7e) and each power of two of the indexer (bytes 1..254),
 // both tie rules.
 __global__ void e2m1_encoder_kernel(const uint16_t* all_bf16, Mismatches* out) {
   const int config = blockIdx.y;  // 0..125: V41_FP4 byte config + 1; then indexer bytes x ties
-  float scale;
+  float scale, inverse = 0.0f;  // the indexer's exact 1 / scale, as its store passes it
   Fp4Ties ties = Fp4Ties::kToEven;
   if (config < 126) {
     scale = detail::e4m3_scale_to_float(static_cast<uint8_t>(config + 1));
   } else {
     const int k = config - 126;
     scale = detail::ue8m0_to_float(static_cast<uint8_t>(1 + k / 2));
+    inverse = detail::ue8m0_reciprocal(static_cast<uint8_t>(1 + k / 2));
     ties = k % 2 == 0 ? Fp4Ties::kToEven : Fp4Ties::kTowardZero;
   }
   const uint32_t first = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
   if (first >= 65536) return;
   auto x = kernels::Bf16Vals<8>::load<false>(all_bf16 + first);
-  const uint32_t codes = x.to_e2m1(scale, ties, [scale](float v) { return __fdiv_rn(v, scale); });
+  const uint32_t codes =
+      x.to_e2m1(scale, ties, [scale](float v) { return __fdiv_rn(v, scale); }, inverse);
   for (int i = 0; i < 8; ++i) {
     const float v = detail::bf16_bits_to_float(static_cast<uint16_t>(first + i));
     const uint32_t want = reference::e2m1_from_float(__fdiv_rn(v, scale), ties == Fp4Ties::kToEven);

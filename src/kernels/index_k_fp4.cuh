@@ -23,7 +23,7 @@ __device__ __forceinline__ void store_index_k_fp4_row(const GuardArgs& guard, co
     const uint8_t e8 = detail::index_k_fp4_scale_byte(amax);
     const float inv = detail::ue8m0_reciprocal(e8);  // x / 2^(e8 - 127), exact
     Fp4Bytes<kN> q =
-        x.to_e2m1(detail::ue8m0_to_float(e8), a.ties(), [inv](float v) { return v * inv; });
+        x.to_e2m1(detail::ue8m0_to_float(e8), a.ties(), [inv](float v) { return v * inv; }, inv);
     if constexpr (kN == 8) {
       q = e2m1_drop_zero_signs(q);
     } else {

@@ -105,9 +105,11 @@ struct Bf16Vals {
   // e2m1 codes of x / s (sign kept; docs/layouts.md's rounding with `ties`), two per byte.
   // `quotient(x)` is x / s exactly as the layout defines it (a true division for V41_FP4, a
   // power-of-two product for the indexer): the per-value path computes it and converts (the
-  // native instruction on Blackwell for ties to even); elsewhere the bf16 thresholds decide.
+  // native instruction on Blackwell for ties to even); elsewhere the bf16 thresholds decide, or
+  // for ties to even by a power of two `inverse` = 1 / s (> 0 and normal) E2m1PowerOfTwo.
   template <typename Quotient>
-  __device__ __forceinline__ Fp4Bytes<kN> to_e2m1(float s, Fp4Ties ties, Quotient quotient) {
+  __device__ __forceinline__ Fp4Bytes<kN> to_e2m1(float s, Fp4Ties ties, Quotient quotient,
+                                                  float inverse = 0.0f) {
     static_assert(kN == 8 || kN == 16, "e2m1: 4 or 8 bytes a lane");
     bool per_value = false;
 #if CACHESTORE_NATIVE_SHORT_CVT
@@ -119,6 +121,14 @@ struct Bf16Vals {
     if (per_value) {
       decode();
       return pack_e2m1(v, ties, quotient);
+    }
+    if (ties == Fp4Ties::kToEven && inverse >= 0x1p-126f) {
+      const E2m1PowerOfTwo by_inverse(inverse);
+      if constexpr (kN == 8) {
+        return by_inverse.codes(w);
+      } else {
+        return make_uint2(by_inverse.codes(w), by_inverse.codes(w + 4));
+      }
     }
     const E2m1Thresholds thresholds(s, ties);
     if constexpr (kN == 8) {

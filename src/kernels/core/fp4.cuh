@@ -114,6 +114,44 @@ struct E2m1Thresholds {
   }
 };
 
+// e2m1 codes (ties to even) of x * inv for bf16 x and a power of two inv that is a normal
+// bf16 (the fp4 indexer's 2^(127 - e8)), without NaN or Inf x: a = min(|x| inv, 6), exact in
+// bf16 (a power-of-two product; below bf16's normal range it is below 0.25 either way, code 0),
+// then the least of rn(2a), rn(a) + 2 and rn(a / 2) + 4 as bf16 sums onto 128, whose ulp is 1
+// (nvfp4_code_pair_bits' rule, each candidate rounded once by fma), two values an instruction;
+// the code is the sum's low mantissa bits, as in E2m1Thresholds. Checked for every bf16 x and
+// every power-of-two scale (gpu_conversion_test).
+struct E2m1PowerOfTwo {
+  __nv_bfloat162 inv;
+
+  __device__ __forceinline__ explicit E2m1PowerOfTwo(float power_of_two)
+      : inv(__float2bfloat162_rn(power_of_two)) {}
+
+  // The codes of 4 words of 2 bf16 values each (sign kept): 4 bytes in memory order.
+  __device__ __forceinline__ uint32_t codes(const uint32_t* w) const {
+    const __nv_bfloat162 six = __floats2bfloat162_rn(6.0f, 6.0f);
+    const __nv_bfloat162 two = __floats2bfloat162_rn(2.0f, 2.0f);
+    const __nv_bfloat162 half = __floats2bfloat162_rn(0.5f, 0.5f);
+    const __nv_bfloat162 k128 = __floats2bfloat162_rn(128.0f, 128.0f);
+    const __nv_bfloat162 k130 = __floats2bfloat162_rn(130.0f, 130.0f);
+    const __nv_bfloat162 k132 = __floats2bfloat162_rn(132.0f, 132.0f);
+    uint32_t out = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t magnitude = w[j] & 0x7fff7fffu;
+      const __nv_bfloat162 a =
+          __hmin2(__hmul2(*reinterpret_cast<const __nv_bfloat162*>(&magnitude), inv), six);
+      const __nv_bfloat162 code =
+          __hmin2(__hmin2(__hfma2(a, two, k128), __hadd2(a, k130)), __hfma2(a, half, k132));
+      const uint32_t c = *reinterpret_cast<const uint32_t*>(&code);
+      const uint32_t byte = (c & 0x7u) | ((c >> 12) & 0x70u) | ((w[j] >> 12) & 0x8u) |
+                            ((w[j] >> 24) & 0x80u);
+      out |= byte << (8 * j);
+    }
+    return out;
+  }
+};
+
 // Whether any of the 16-bit values of kWords words is NaN or +-Inf (magnitude >= 0x7f80), per
 // bf16x2 word without carries between the halves.
 template <int kWords>
