@@ -77,9 +77,10 @@ def _unpack(paged_kv_cache):
 def _append(key, value, batch_indices, positions, key_cache, value_cache, kv_indices,
             kv_indptr, layout, num_tokens_non_padded, diagnostics, enable_pdl):
     try:
-        _store_paged_kv(key, value, _int32(batch_indices), key_cache, value_cache, layout, None,
-                        None, None, num_tokens_non_padded, -1, 0, 1, diagnostics, enable_pdl,
-                        _int32(positions), _int32(kv_indptr), _int32(kv_indices))
+        _store_paged_kv(key, value, _int32(batch_indices), key_cache, value_cache, layout=layout,
+                        num_tokens_non_padded=num_tokens_non_padded, diagnostics=diagnostics,
+                        enable_pdl=enable_pdl, positions=_int32(positions),
+                        kv_indptr=_int32(kv_indptr), kv_indices=_int32(kv_indices))
     except (ValueError, RuntimeError) as e:
         _store.reraise(e)
 
@@ -166,9 +167,11 @@ def _store_nvfp4(key, value, slots, caches, k_scale, v_scale, layout, positions,
     k_scale = _global_scale("k_scale", k_scale, key.device)
     v_scale = _global_scale("v_scale", v_scale, key.device)
     try:
-        _store_paged_kv(key, value, slots, k_cache, v_cache, layout, _capi.KV_CACHE_NVFP4,
-                        k_scale, v_scale, num_tokens_non_padded, -1, 0, 1, diagnostics,
-                        enable_pdl, positions, kv_indptr, kv_indices, k_sf, v_sf)
+        _store_paged_kv(key, value, slots, k_cache, v_cache, layout=layout,
+                        kv_cache_dtype=_capi.KV_CACHE_NVFP4, k_scale=k_scale, v_scale=v_scale,
+                        num_tokens_non_padded=num_tokens_non_padded, diagnostics=diagnostics,
+                        enable_pdl=enable_pdl, positions=positions, kv_indptr=kv_indptr,
+                        kv_indices=kv_indices, key_block_scale=k_sf, value_block_scale=v_sf)
     except (ValueError, RuntimeError) as e:
         _store.reraise(e)
 

@@ -61,8 +61,8 @@ def store_cache(k, v, k_cache, v_cache, indices, *, row_bytes=0, num_split=0,
     if v.dim() != 2:
         v = v.flatten(1)
     try:  # the caches as one-head paged caches of one slot a page: [num_slots, 1, H * D]
-        _store_paged_kv(k, v, indices, k_cache.unsqueeze(1), v_cache.unsqueeze(1), 0, None,
-                        None, None, num_tokens_non_padded, -1, 0, 1, diagnostics)
+        _store_paged_kv(k, v, indices, k_cache.unsqueeze(1), v_cache.unsqueeze(1),
+                        num_tokens_non_padded=num_tokens_non_padded, diagnostics=diagnostics)
     except (ValueError, RuntimeError) as e:
         _store.reraise(e)
 
@@ -82,8 +82,9 @@ def _one_count(extend_num_tokens, num_tokens_non_padded):
 
 def _index_k_fp8(key, cache, loc, page_size, num_tokens_non_padded, diagnostics):
     try:
-        _store_index_k_fp8(_rows(key, 128), loc, cache, page_size, c.SCALE_AMAX,
-                           num_tokens_non_padded, -1, 0, 1, diagnostics)
+        _store_index_k_fp8(_rows(key, 128), loc, cache, page_size=page_size,
+                           scale_rule=c.SCALE_AMAX, num_tokens_non_padded=num_tokens_non_padded,
+                           diagnostics=diagnostics)
     except (ValueError, RuntimeError) as e:
         _store.reraise(e)
 
@@ -110,8 +111,8 @@ def store_fp4_index_k_cache(input, cache, loc, *, page_size, rne=False,  # noqa:
     """SGLang `store_fp4_index_k_cache`: the fp4 indexer key of each row."""
     ties = c.FP4_TIES_TO_EVEN if rne else c.FP4_TIES_TOWARD_ZERO
     try:
-        _store_index_k_fp4(_rows(input, 128), loc, cache, page_size, ties, num_tokens_non_padded,
-                           -1, 0, 1, diagnostics)
+        _store_index_k_fp4(_rows(input, 128), loc, cache, page_size=page_size, ties=ties,
+                           num_tokens_non_padded=num_tokens_non_padded, diagnostics=diagnostics)
     except (ValueError, RuntimeError) as e:
         _store.reraise(e)
 
@@ -127,9 +128,9 @@ def _flashmla(input, cache, indices, page_size, layout, num_tokens_non_padded, d
                     cos_sin_layout=c.ROPE_COS_SIN_INTERLEAVED, is_neox=False,
                     rope_rounding=c.ROPE_ROUND_FP32)
     try:
-        _fused_store_cache(rows[:, :_V4_NOPE], rows[:, _V4_NOPE:], indices, cache, layout,
-                           page_size, None, None, None, None, 0, None, None,
-                           num_tokens_non_padded, -1, -1, 0, 1, diagnostics, **rope)
+        _fused_store_cache(rows[:, :_V4_NOPE], rows[:, _V4_NOPE:], indices, cache, layout=layout,
+                           page_size=page_size, num_tokens_non_padded=num_tokens_non_padded,
+                           diagnostics=diagnostics, **rope)
     except (ValueError, RuntimeError) as e:
         _store.reraise(e)
 

@@ -59,8 +59,9 @@ def _paged(layout, key, value, key_cache, value_cache, slot_mapping, kv_cache_dt
     if cache_type is None:  # "auto": the scales are not read
         k_scale = v_scale = None
     try:
-        _store_paged_kv(key, value, slot_mapping, key_cache, value_cache, layout, cache_type,
-                        k_scale, v_scale, num_tokens_non_padded, -1, 0, 1, diagnostics)
+        _store_paged_kv(key, value, slot_mapping, key_cache, value_cache, layout=layout,
+                        kv_cache_dtype=cache_type, k_scale=k_scale, v_scale=v_scale,
+                        num_tokens_non_padded=num_tokens_non_padded, diagnostics=diagnostics)
     except (ValueError, RuntimeError) as e:
         _reraise(e)
 
@@ -92,16 +93,17 @@ def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, sca
         kv_c, k_pe = kv_c[:rows], k_pe[:rows]
     try:
         if kv_cache_dtype == "fp8_ds_mla":
-            _fused_store_cache(kv_c, k_pe, slot_mapping, kv_cache, c.MLA_V32, kv_cache.shape[1],
-                               c.SCALE_AMAX, None, None, None, 0, None, None,
-                               num_tokens_non_padded, -1, -1, 0, 1, diagnostics)
+            _fused_store_cache(kv_c, k_pe, slot_mapping, kv_cache, layout=c.MLA_V32,
+                               page_size=kv_cache.shape[1], scale_rule=c.SCALE_AMAX,
+                               num_tokens_non_padded=num_tokens_non_padded,
+                               diagnostics=diagnostics)
             return
         cache_type = _cache_type(kv_cache_dtype)
         split = kv_cache.shape[-1] - k_pe.shape[-1]
+        scale = None if cache_type is None else scale
         _store_paged_kv(kv_c, k_pe, slot_mapping, kv_cache[..., :split], kv_cache[..., split:],
-                        _NHD, cache_type, None if cache_type is None else scale,
-                        None if cache_type is None else scale, num_tokens_non_padded, -1, 0, 1,
-                        diagnostics)
+                        layout=_NHD, kv_cache_dtype=cache_type, k_scale=scale, v_scale=scale,
+                        num_tokens_non_padded=num_tokens_non_padded, diagnostics=diagnostics)
     except (ValueError, RuntimeError) as e:
         _reraise(e)
 
@@ -127,8 +129,9 @@ def concat_and_cache_mla_rope_fused(positions, q_pe, k_pe, kv_c, cos_sin_cache, 
         split = kv_cache.shape[-1] - k_pe.shape[-1]
         key = k_pe.unsqueeze(1)  # one head, rotated in place (key_out is key)
         _store_paged_kv(key, kv_c, slot_mapping, kv_cache[..., split:], kv_cache[..., :split],
-                        _NHD, cache_type, scale, scale, num_tokens_non_padded, -1, 0, 1,
-                        diagnostics, query=q_pe, cos_sin_cache=cos_sin_cache,
+                        layout=_NHD, kv_cache_dtype=cache_type, k_scale=scale, v_scale=scale,
+                        num_tokens_non_padded=num_tokens_non_padded, diagnostics=diagnostics,
+                        query=q_pe, cos_sin_cache=cos_sin_cache,
                         rope_positions=positions[:rows], is_neox=is_neox,
                         rope_rounding=c.ROPE_ROUND_INPUT_TYPE, key_out=key)
     except (ValueError, RuntimeError) as e:
@@ -149,15 +152,16 @@ def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, kv_ca
     try:
         if kv_cache.dtype == torch.bfloat16:
             _store_index_k_bf16(k, slot_mapping, kv_cache.reshape(-1, kv_cache.shape[-1]),
-                                num_tokens_non_padded, -1, diagnostics)
+                                num_tokens_non_padded=num_tokens_non_padded,
+                                diagnostics=diagnostics)
             return
         if quant_block_size != 128:
             raise ValueError(f"quant_block_size = {quant_block_size}: the fp8 indexer cache "
                              "quantizes blocks of 128 values")
         rule = c.SCALE_POW2 if kv_cache_dtype == "ue8m0" else c.SCALE_AMAX
         page_size = kv_cache.shape[1] if kv_cache.dim() == 3 else None
-        _store_index_k_fp8(k, slot_mapping, kv_cache, page_size, rule, num_tokens_non_padded, -1,
-                           0, 1, diagnostics)
+        _store_index_k_fp8(k, slot_mapping, kv_cache, page_size=page_size, scale_rule=rule,
+                           num_tokens_non_padded=num_tokens_non_padded, diagnostics=diagnostics)
     except (ValueError, RuntimeError) as e:
         _reraise(e)
 
