@@ -62,6 +62,7 @@ cachestore_status_t cachestore_kv_cache_type_info(int32_t cache_type,
   out.head_dim_multiple = t.head_dim_multiple;
   out.values_per_element = t.values_per_element;
   out.block = t.block;
+  out.values_per_thread = t.values_per_thread;
   return to_c(write_info(out, info, "info"));
 }
 

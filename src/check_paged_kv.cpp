@@ -150,7 +150,7 @@ Status check_kv_cache(const KvCacheView& c, const KvInput& in, const PagedKvPara
 Status check_rope(const PagedKvParams& p) {
   const RotaryEmbedding& r = p.rope;
   const bool nvfp4 = p.cache_type == KvCacheType::kNvfp4;
-  const int32_t width = nvfp4 ? 16 : 8;  // values a thread
+  const int32_t width = layout::kv_cache_type(p.cache_type).values_per_thread;
   CACHESTORE_RETURN_IF_ERROR(check_style_and_rounding(r, "rope"));
   if (r.cos_sin_rows == RopeCosSinRows::kByRow)
     return fail(Status::kErrorNotSupported,

@@ -375,7 +375,9 @@ int main(void) {
     EXPECT(cachestore_kv_cache_type_info(CACHESTORE_KV_CACHE_NVFP4, &kv_type) ==
                CACHESTORE_SUCCESS && strcmp(kv_type.name, "nvfp4") == 0 && kv_type.scaled &&
            kv_type.values_per_element == 2 && kv_type.block == 16 &&
-           kv_type.head_dim_multiple == 16);
+           kv_type.head_dim_multiple == 16 && kv_type.values_per_thread == 16);
+    EXPECT(cachestore_kv_cache_type_info(CACHESTORE_KV_CACHE_AUTO, &kv_type) ==
+               CACHESTORE_SUCCESS && kv_type.values_per_thread == 8 && kv_type.block == 0);
     /* An older caller's shorter info struct gets only the bytes it has. */
     memset(&mla, 0xee, sizeof mla);
     mla.struct_size = (uint32_t)offsetof(cachestore_mla_layout_info_t, nope_dim);

@@ -356,7 +356,7 @@ typedef struct cachestore_kv_cache_type_info_t {
   int32_t values_per_element; /* 0.7 (was a zero pad): nvfp4 2, else 1 */
   /* Appended in 0.7 (40 bytes): */
   int32_t block;              /* values per block scale (nvfp4: 16); 0: no block scales */
-  int32_t pad0;
+  int32_t values_per_thread;  /* (was a zero pad) the store's values a thread: nvfp4 16, else 8 */
 } cachestore_kv_cache_type_info_t;
 
 CACHESTORE_EXPORT cachestore_status_t cachestore_mla_layout_info(

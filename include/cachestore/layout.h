@@ -227,12 +227,14 @@ struct KvCacheTypeInfo {
   int32_t head_dim_multiple; // the head dim is a multiple of this
   int32_t values_per_element;  // values a cache element holds (nvfp4: two codes a byte)
   int32_t block;             // values per block scale in the block-scale view; 0: none
+  int32_t values_per_thread; // the 16-byte kernels' values a thread: one vector of 8 (16-byte
+                             // loads of 16-bit input); nvfp4 one 16-value block
 };
 inline constexpr KvCacheTypeInfo kKvCacheTypes[] = {
-    {"auto", 0, false, 1, 1, 0},
-    {"fp8_e4m3", 1, true, 1, 1, 0},
-    {"fp8_e5m2", 1, true, 1, 1, 0},
-    {"nvfp4", 1, true, 16, 2, 16},
+    {"auto", 0, false, 1, 1, 0, 8},
+    {"fp8_e4m3", 1, true, 1, 1, 0, 8},
+    {"fp8_e5m2", 1, true, 1, 1, 0, 8},
+    {"nvfp4", 1, true, 16, 2, 16, 16},
 };
 inline constexpr int32_t kNumKvCacheTypes =
     static_cast<int32_t>(sizeof(kKvCacheTypes) / sizeof(kKvCacheTypes[0]));

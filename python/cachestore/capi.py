@@ -136,7 +136,7 @@ class IndexKFormatInfo(_Params):
 class KvCacheTypeInfo(_Params):
     _fields_ = [("struct_size", u32), ("cache_type", i32), ("name", ctypes.c_char_p),
                 ("element_bytes", i32), ("scaled", i32), ("head_dim_multiple", i32),
-                ("values_per_element", i32), ("block", i32), ("pad0", i32)]
+                ("values_per_element", i32), ("block", i32), ("values_per_thread", i32)]
 
 
 class CachestoreError(ValueError):

@@ -126,7 +126,7 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
   constexpr bool kNvfp4 = kCache == KvCacheType::kNvfp4;
   const bool fast =
       kNvfp4 || (fast_side(p.k, p.k_cache) && (!has_v || fast_side(p.v, p.v_cache)));
-  int32_t width = kNvfp4 ? layout::kv_cache_type(kCache).block : 8;
+  int32_t width = layout::kv_cache_type(kCache).values_per_thread;
   if (!fast) {
     while (width > 1 && !(kv_side_takes(p.k, p.k_cache, in_bytes, cache_bytes, width) &&
                           (!has_v || kv_side_takes(p.v, p.v_cache, in_bytes, cache_bytes, width))))

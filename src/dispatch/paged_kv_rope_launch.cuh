@@ -10,7 +10,7 @@ namespace cachestore::detail {
 
 template <KvCacheType kCache>
 Status launch_paged_kv_rope(const PagedKvParams& p, const ArchInfo& arch, cudaStream_t stream) {
-  constexpr int32_t kW = kCache == KvCacheType::kNvfp4 ? 16 : 8;
+  constexpr int32_t kW = layout::kv_cache_type(kCache).values_per_thread;
   const RotaryEmbedding& r = p.rope;
   const int32_t d = p.k.head_dim;
   const bool neox = r.style == RopeStyle::kNeox;

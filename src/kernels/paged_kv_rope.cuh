@@ -117,7 +117,7 @@ template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
 __global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
 paged_kv_rope_kernel(const GuardArgs guard, const PagedKvArgs a, const PageTableArgs table,
                      const BlockScaleArgs block_scales, const RopeArgs rope) {
-  constexpr int kW = kCache == KvCacheType::kNvfp4 ? 16 : 8;
+  constexpr int kW = layout::kv_cache_type(kCache).values_per_thread;
   paged_kv_rope_unit<kW, SlotT, kCache, kIn, kPdl>(guard, a, table, block_scales, rope);
 }
 

@@ -112,13 +112,14 @@ int64_t check_side(const Side& s, const Tensor& key, int64_t layout,
   const int64_t head_dim = x.size(-1);
   const int64_t side = side_cache_type(kv_cache_dtype, s.cache_name, cache, x,
                                        s.block_scale.has_value());
-  // nvfp4: the cache holds D / 2 bytes an entry (two codes a byte).
-  const int64_t per = side == CACHESTORE_KV_CACHE_NVFP4 ? 2 : 1;
-  if (per == 2 && layout == kPagedAttention)
+  // nvfp4: the cache holds D / 2 bytes an entry (two codes a byte), a block scale per 16.
+  const layout::KvCacheTypeInfo& type = layout::kKvCacheTypes[side];
+  const int64_t per = type.values_per_element, block = type.block;
+  if (block != 0 && layout == kPagedAttention)
     value_error(std::string(s.cache_name) + ": an nvfp4 cache takes layout 'nhd' or 'hnd'");
-  if (per == 2 && head_dim % 16 != 0)
+  if (block != 0 && head_dim % block != 0)
     value_error(std::string(s.x_name) + ": an nvfp4 cache needs a head dim that is a multiple "
-                "of 16, got " + std::to_string(head_dim));
+                "of " + std::to_string(block) + ", got " + std::to_string(head_dim));
   auto [got_heads, got_dim] = heads_and_dim(cache, layout, s.is_key);
   got_dim *= per;
   if (cache.dim() == 3 && heads != 1)
@@ -130,18 +131,19 @@ int64_t check_side(const Side& s, const Tensor& key, int64_t layout,
                 std::to_string(head_dim) + " in layout " + quoted(kLayoutNames[layout]));
   if ((cache.dim() == 3 || layout != kPagedAttention) && cache.stride(-1) != 1)
     value_error(std::string(s.cache_name) + ": the last dimension must be contiguous");
-  if (per == 2) {
+  if (block != 0) {
     if (!s.block_scale.has_value())
       value_error(std::string(s.block_scale_name) + " is required for an nvfp4 cache");
     const Tensor& bs = *s.block_scale;
     check_tensor(s.block_scale_name, bs, {ScalarType::Byte, ScalarType::Float8_e4m3fn}, {3, 4});
-    // The cache's shape with head_dim / 16 in place of head_dim / 2.
-    bool fits = bs.dim() == cache.dim() && bs.size(-1) * 16 == head_dim && bs.stride(-1) == 1;
+    // The cache's shape with head_dim / block in place of head_dim / per.
+    bool fits = bs.dim() == cache.dim() && bs.size(-1) * block == head_dim && bs.stride(-1) == 1;
     for (int64_t i = 0; fits && i + 1 < bs.dim(); ++i) fits = bs.size(i) == cache.size(i);
     if (!fits)
       value_error(std::string(s.block_scale_name) + " " + tuple_string(bs.sizes()) +
-                  " must be " + s.cache_name + "'s pages with head dim / 16 = " +
-                  std::to_string(head_dim / 16) + " e4m3 bytes, the last dimension contiguous");
+                  " must be " + s.cache_name + "'s pages with head dim / " +
+                  std::to_string(block) + " = " + std::to_string(head_dim / block) +
+                  " e4m3 bytes, the last dimension contiguous");
   }
   return side;
 }

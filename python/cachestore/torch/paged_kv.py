@@ -10,6 +10,9 @@ from ._store import Arg, Store, batch_options
 CACHE_TYPES = {name: info.cache_type for name, info in c.KV_CACHE_TYPES.items()}
 _CACHE_TYPE_NAMES = {info.cache_type: name for name, info in c.KV_CACHE_TYPES.items()}
 _SCALED = {info.cache_type: bool(info.scaled) for info in c.KV_CACHE_TYPES.values()}
+# Values a cache element holds (nvfp4: two codes a byte) and a block scale's values (0: none).
+_PER_ELEMENT = {info.cache_type: info.values_per_element for info in c.KV_CACHE_TYPES.values()}
+_BLOCK = {info.cache_type: info.block for info in c.KV_CACHE_TYPES.values()}
 _FP8_DTYPES = {torch.float8_e4m3fn: c.KV_CACHE_FP8_E4M3, torch.float8_e5m2: c.KV_CACHE_FP8_E5M2}
 # op-level `layout`: NHD [pages, P, H, D], HND [pages, H, P, D], vLLM's paged attention (K
 # [pages, H, D / x, P, x], V [pages, H, D, P]).
@@ -96,13 +99,13 @@ def _prepare(a):
                                             torch.float8_e5m2), (3, 4, 5))
         heads = x.shape[1] if x.dim() == 3 else 1
         side = _side_cache_type(a, cache_name, cache, x_name, x, bs is not None)
-        # nvfp4: the cache holds D / 2 bytes an entry (two codes a byte).
-        per = 2 if side == c.KV_CACHE_NVFP4 else 1
-        if per == 2 and a.layout == _PAGED_ATTENTION:
+        # nvfp4: the cache holds D / 2 bytes an entry (two codes a byte), a block scale per 16.
+        per, block = _PER_ELEMENT[side], _BLOCK[side]
+        if block and a.layout == _PAGED_ATTENTION:
             raise ValueError(f"{cache_name}: an nvfp4 cache takes layout 'nhd' or 'hnd'")
-        if per == 2 and x.shape[-1] % 16 != 0:
+        if block and x.shape[-1] % block != 0:
             raise ValueError(f"{x_name}: an nvfp4 cache needs a head dim that is a multiple of "
-                             f"16, got {x.shape[-1]}")
+                             f"{block}, got {x.shape[-1]}")
         got = _heads_and_dim(cache, a.layout, x_name == "key")
         want, got = (heads, x.shape[-1]), None if got is None else (got[0], got[1] * per)
         if cache.dim() == 3 and heads != 1:
@@ -114,16 +117,16 @@ def _prepare(a):
                              f"{_LAYOUT_NAMES[a.layout]!r}")
         if (cache.dim() == 3 or a.layout != _PAGED_ATTENTION) and cache.stride(-1) != 1:
             raise ValueError(f"{cache_name}: the last dimension must be contiguous")
-        if per == 2:
+        if block:
             if bs is None:
                 raise ValueError(f"{bs_name} is required for an nvfp4 cache")
             k_.check_tensor(bs_name, bs, (torch.uint8, torch.float8_e4m3fn), (3, 4))
-            # the cache's shape with head_dim / 16 in place of head_dim / 2
-            if (bs.shape[:-1] != cache.shape[:-1] or bs.shape[-1] * 16 != x.shape[-1] or
+            # the cache's shape with head_dim / block in place of head_dim / per
+            if (bs.shape[:-1] != cache.shape[:-1] or bs.shape[-1] * block != x.shape[-1] or
                     bs.stride(-1) != 1):
                 raise ValueError(f"{bs_name} {tuple(bs.shape)} must be {cache_name}'s pages "
-                                 f"with head dim / 16 = {x.shape[-1] // 16} e4m3 bytes, the last "
-                                 f"dimension contiguous")
+                                 f"with head dim / {block} = {x.shape[-1] // block} e4m3 bytes, "
+                                 f"the last dimension contiguous")
         if cache_type is not None and side != cache_type:
             raise TypeError("key_cache and value_cache must have the same cache type")
         cache_type = side
