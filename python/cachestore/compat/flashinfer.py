@@ -42,9 +42,10 @@ import torch
 
 from .. import capi as _capi
 from ..torch import _store, ops as _ops
+from ..torch.paged_kv import LAYOUTS as _OP_LAYOUTS
 
 _store_paged_kv = _ops.store_paged_kv.default
-_LAYOUTS = {"NHD": 0, "HND": 1}
+_LAYOUTS = {"NHD": _OP_LAYOUTS["nhd"], "HND": _OP_LAYOUTS["hnd"]}
 
 
 def _int32(t):

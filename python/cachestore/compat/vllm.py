@@ -31,11 +31,12 @@ import torch
 
 from .. import capi as c
 from ..torch import _store, ops as _ops
+from ..torch.paged_kv import LAYOUTS as _LAYOUTS
 
 _reraise = _store.reraise
 _KV_CACHE_DTYPES = {"auto": None, "fp8": c.KV_CACHE_FP8_E4M3, "fp8_e4m3": c.KV_CACHE_FP8_E4M3,
                     "fp8_e5m2": c.KV_CACHE_FP8_E5M2}
-_NHD, _PAGED_ATTENTION = 0, 2
+_NHD, _PAGED_ATTENTION = _LAYOUTS["nhd"], _LAYOUTS["paged_attention"]
 _store_paged_kv = _ops.store_paged_kv.default
 _fused_store_cache = _ops.fused_store_cache.default
 _store_index_k_fp8 = _ops.store_index_k_fp8.default
