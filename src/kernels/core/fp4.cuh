@@ -68,6 +68,24 @@ __device__ __forceinline__ Fp4Bytes<kN> pack_e2m1(const float (&v)[kN], Fp4Ties 
   }
 }
 
+// The e2m1 bytes of 4 words of 2 bf16 values each, in memory order: `code(a)` takes a word's
+// two magnitudes (bf16x2) and returns 128 + each code as bf16x2, whose low mantissa bits are
+// then the codes; the signs are the input's (kept on a zero magnitude).
+template <typename Code>
+__device__ __forceinline__ uint32_t e2m1_bytes_of_bf16_words(const uint32_t* w, Code code) {
+  uint32_t out = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t magnitude = w[j] & 0x7fff7fffu;
+    const __nv_bfloat162 sum = code(*reinterpret_cast<const __nv_bfloat162*>(&magnitude));
+    const uint32_t c = *reinterpret_cast<const uint32_t*>(&sum);
+    const uint32_t byte = (c & 0x7u) | ((c >> 12) & 0x70u) | ((w[j] >> 12) & 0x8u) |
+                          ((w[j] >> 24) & 0x80u);
+    out |= byte << (8 * j);
+  }
+  return out;
+}
+
 // e2m1 codes of x / s for bf16 x and a scale s of a few significant bits (V41_FP4's e4m3 scale,
 // the fp4 indexer's power of two), without a quotient: the code of x / s counts the e2m1
 // midpoints t in {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5} that |x| / s passes, and |x| / s > t iff
@@ -97,20 +115,12 @@ struct E2m1Thresholds {
 
   // The codes of 4 words of 2 bf16 values each (sign kept): 4 bytes in memory order.
   __device__ __forceinline__ uint32_t codes(const uint32_t* w) const {
-    uint32_t out = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t magnitude = w[j] & 0x7fff7fffu;
-      const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&magnitude);
+    return e2m1_bytes_of_bf16_words(w, [this](__nv_bfloat162 a) {
       __nv_bfloat162 sum = __floats2bfloat162_rn(128.0f, 128.0f);
 #pragma unroll
       for (int i = 0; i < 7; ++i) sum = __hadd2(sum, __hgt2(a, t[i]));
-      const uint32_t c = *reinterpret_cast<const uint32_t*>(&sum);
-      const uint32_t byte = (c & 0x7u) | ((c >> 12) & 0x70u) | ((w[j] >> 12) & 0x8u) |
-                            ((w[j] >> 24) & 0x80u);
-      out |= byte << (8 * j);
-    }
-    return out;
+      return sum;
+    });
   }
 };
 
@@ -119,7 +129,7 @@ struct E2m1Thresholds {
 // bf16 (a power-of-two product; below bf16's normal range it is below 0.25 either way, code 0),
 // then the least of rn(2a), rn(a) + 2 and rn(a / 2) + 4 as bf16 sums onto 128, whose ulp is 1
 // (nvfp4_code_pair_bits' rule, each candidate rounded once by fma), two values an instruction;
-// the code is the sum's low mantissa bits, as in E2m1Thresholds. Checked for every bf16 x and
+// the codes are the sum's low mantissa bits (e2m1_bytes_of_bf16_words). Checked for every bf16 x and
 // every power-of-two scale (gpu_conversion_test).
 struct E2m1PowerOfTwo {
   __nv_bfloat162 inv;
@@ -135,20 +145,10 @@ struct E2m1PowerOfTwo {
     const __nv_bfloat162 k128 = __floats2bfloat162_rn(128.0f, 128.0f);
     const __nv_bfloat162 k130 = __floats2bfloat162_rn(130.0f, 130.0f);
     const __nv_bfloat162 k132 = __floats2bfloat162_rn(132.0f, 132.0f);
-    uint32_t out = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t magnitude = w[j] & 0x7fff7fffu;
-      const __nv_bfloat162 a =
-          __hmin2(__hmul2(*reinterpret_cast<const __nv_bfloat162*>(&magnitude), inv), six);
-      const __nv_bfloat162 code =
-          __hmin2(__hmin2(__hfma2(a, two, k128), __hadd2(a, k130)), __hfma2(a, half, k132));
-      const uint32_t c = *reinterpret_cast<const uint32_t*>(&code);
-      const uint32_t byte = (c & 0x7u) | ((c >> 12) & 0x70u) | ((w[j] >> 12) & 0x8u) |
-                            ((w[j] >> 24) & 0x80u);
-      out |= byte << (8 * j);
-    }
-    return out;
+    return e2m1_bytes_of_bf16_words(w, [&](__nv_bfloat162 magnitude) {
+      const __nv_bfloat162 a = __hmin2(__hmul2(magnitude, inv), six);
+      return __hmin2(__hmin2(__hfma2(a, two, k128), __hadd2(a, k130)), __hfma2(a, half, k132));
+    });
   }
 };
 
