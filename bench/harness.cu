@@ -316,6 +316,7 @@ void register_rows() {
         for (Slots slots : {Slots::kDecode, Slots::kPrefill})
           for (int64_t n : sizes) {
             if (pdl && !op.pdl_capable) continue;
+            if (op.max_rows > 0 && n > op.max_rows) continue;
             if (slots == Slots::kPrefill && n < 4096) continue;
             const std::string name = std::string("store=") + op.name +
                                      "/mode=" + (mode == Mode::kGraph ? "graph" : "stream") +

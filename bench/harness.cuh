@@ -96,6 +96,7 @@ struct StoreOp {
   Status (*issue)(const Node& node);
   int32_t k_width = 0;        // paged K/V: K and V widths of a row, for the naive K/V baselines
   int32_t v_width = 0;
+  int64_t max_rows = 0;       // the largest n it runs (0: every size)
 };
 
 // Registers a family: its ops and its caches' allocation (run once, after the pool).

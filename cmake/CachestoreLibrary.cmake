@@ -25,7 +25,9 @@ add_library(cachestore_objects OBJECT
   src/check.cpp
   src/check_index_k.cpp
   src/check_mla.cpp
+  src/check_move.cpp
   src/check_paged_kv.cpp
+  src/move.cpp
   src/status.cpp
   src/stores.cpp
   ${CACHESTORE_INSTANTIATIONS})

@@ -7,6 +7,7 @@
 
 #include "cachestore/cachestore.h"
 #include "cachestore/layout.h"
+#include "cachestore/move.h"
 #include "c_api_support.h"
 #include "detail/status.h"
 
@@ -59,6 +60,11 @@ struct ReleasedSizes<cachestore_paged_kv_params_t> {
   static constexpr uint32_t kSizes[] = {248, 288, 320, 384, 512, 520};
 };
 
+template <>
+struct ReleasedSizes<cachestore_move_pages_params_t> {
+  static constexpr uint32_t kSizes[] = {424};  // 0.9
+};
+
 template <typename T>
 constexpr bool sizes_end_at_current() {
   constexpr auto& sizes = ReleasedSizes<T>::kSizes;
@@ -68,7 +74,8 @@ static_assert(sizes_end_at_current<cachestore_index_k_bf16_params_t>() &&
                   sizes_end_at_current<cachestore_index_k_fp8_params_t>() &&
                   sizes_end_at_current<cachestore_index_k_fp4_params_t>() &&
                   sizes_end_at_current<cachestore_fused_store_params_t>() &&
-                  sizes_end_at_current<cachestore_paged_kv_params_t>(),
+                  sizes_end_at_current<cachestore_paged_kv_params_t>() &&
+                  sizes_end_at_current<cachestore_move_pages_params_t>(),
               "a struct that grows appends its new size to ReleasedSizes");
 
 // The versioned-struct rule of cachestore_c.h: struct_size first; a released size is copied
@@ -217,6 +224,35 @@ cs::PagedKvParams to_cpp(const cachestore_paged_kv_params_t& c) {
   if (c.v.data != nullptr)
     side(c.v, c.v_chunk, c.v_chunk_stride, c.v_dim_stride, c.v_block_scales, &p.v, &p.v_cache);
   p.rope = rotary_of(c.rope);
+  return p;
+}
+
+cs::PageSide side_of(const cachestore_page_side_t& c) {
+  cs::PageSide s;
+  s.data = c.data;
+  s.layer_stride = c.layer_stride;
+  s.plane_bases = c.plane_bases;
+  s.num_pages = c.num_pages;
+  s.page_size = c.page_size;
+  s.page_ids = c.page_ids;
+  s.page_ids_type = static_cast<cs::SlotType>(c.page_ids_type);
+  for (int j = 0; j < cs::kMaxPagePlanes; ++j)
+    s.planes[j] = {c.planes[j].offset, c.planes[j].page_stride, c.planes[j].token_stride,
+                   c.planes[j].head_stride};
+  return s;
+}
+
+cs::MovePagesParams to_cpp(const cachestore_move_pages_params_t& c) {
+  cs::MovePagesParams p;
+  p.num_entries = c.num_entries;
+  p.num_entries_non_padded = c.num_entries_non_padded;
+  p.diagnostics = static_cast<cs::MoveDiagnostics*>(c.diagnostics);
+  p.num_layers = c.num_layers;
+  p.num_planes = c.num_planes;
+  for (int j = 0; j < cs::kMaxPagePlanes; ++j) p.rows[j] = {c.num_heads[j], c.row_bytes[j]};
+  p.src = side_of(c.src);
+  p.dst = side_of(c.dst);
+  p.enable_pdl = c.enable_pdl != 0;
   return p;
 }
 
@@ -371,6 +407,15 @@ cachestore_status_t cachestore_check_fused_store_cache(
   return check(params);
 }
 cachestore_status_t cachestore_check_paged_kv(const cachestore_paged_kv_params_t* params) {
+  return check(params);
+}
+
+cachestore_status_t cachestore_move_pages(const cachestore_move_pages_params_t* params,
+                                          void* stream) {
+  return store(params, stream, cs::move_pages);
+}
+
+cachestore_status_t cachestore_check_move_pages(const cachestore_move_pages_params_t* params) {
   return check(params);
 }
 

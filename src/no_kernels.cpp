@@ -25,6 +25,9 @@ Status launch_index_k_fp8(const IndexKFp8Params&, const ArchInfo&, cudaStream_t)
 Status launch_index_k_fp4(const IndexKFp4Params&, const ArchInfo&, cudaStream_t) {
   return no_kernels();
 }
+Status launch_move_pages(const MovePagesParams&, const ArchInfo&, cudaStream_t) {
+  return no_kernels();
+}
 template <MlaLayout kLayout>
 Status launch_mla(const FusedStoreParams&, const ArchInfo&, cudaStream_t) {
   return no_kernels();

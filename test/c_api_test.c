@@ -69,6 +69,33 @@ int main(void) {
   EXPECT(s == CACHESTORE_ERROR_INVALID_ARGUMENT);
   EXPECT(strstr(cachestore_last_error_message(), "index_slots.data") != NULL);
 
+  /* Page movement: the versioned struct, then the check's refusals naming the field. */
+  {
+    cachestore_move_pages_params_t mv;
+    EXPECT(cachestore_move_pages(NULL, NULL) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    memset(&mv, 0, sizeof mv);
+    EXPECT(cachestore_check_move_pages(&mv) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "struct_size") != NULL);
+    CACHESTORE_PARAMS_INIT(mv);
+    mv.num_entries = 4;
+    mv.num_layers = 1;
+    mv.num_planes = 1;
+    mv.num_heads[0] = 1;
+    mv.row_bytes[0] = 256;
+    mv.src.data = fake(0x100000); mv.src.num_pages = 16; mv.src.page_size = 4;
+    mv.src.planes[0].page_stride = 1024; mv.src.planes[0].token_stride = 256;
+    mv.dst = mv.src;
+    mv.dst.data = fake(0x200000);
+    EXPECT(cachestore_check_move_pages(&mv) == CACHESTORE_SUCCESS);
+    mv.dst.page_size = 3;
+    EXPECT(cachestore_check_move_pages(&mv) == CACHESTORE_ERROR_NOT_SUPPORTED);
+    EXPECT(strstr(cachestore_last_error_message(), "dst.page_size = 3") != NULL);
+    mv.dst.page_size = 4;
+    mv.dst.data = fake(0x100000 + 512); /* inside the source's pages */
+    EXPECT(cachestore_check_move_pages(&mv) == CACHESTORE_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(cachestore_last_error_message(), "src and dst overlap") != NULL);
+  }
+
   /* The extensible entry points: struct_size rules, then the same validation as the C++ API. */
   {
     cachestore_paged_kv_params_t kv;

@@ -34,7 +34,8 @@ required = ["cachestore_store_index_k_bf16", "cachestore_store_index_k_fp8",
             "cachestore_check_fused_store_cache", "cachestore_check_paged_kv",
             "cachestore_mla_layout_info", "cachestore_index_k_format_info",
             "cachestore_kv_cache_type_info", "cachestore_mla_min_page_stride",
-            "cachestore_index_k_min_page_stride"]
+            "cachestore_index_k_min_page_stride", "cachestore_move_pages",
+            "cachestore_check_move_pages"]
 missing = [r for r in required if r not in api]
 missing += [f for f in ("store_index_k_bf16", "store_index_k_fp8", "store_index_k_fp4",
                                       "fused_store_cache", "store_paged_kv")

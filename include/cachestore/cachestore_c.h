@@ -372,6 +372,45 @@ CACHESTORE_EXPORT cachestore_status_t cachestore_mla_min_page_stride(
 CACHESTORE_EXPORT cachestore_status_t cachestore_index_k_min_page_stride(
     int32_t format, int32_t page_size, int32_t head_dim, int64_t* bytes);
 
+/* ---- Page movement (0.9; cachestore/move.h): guarded page copies between caches, staging
+ * buffers and pinned host memory, one launch for a batch of entries, a device count of real
+ * entries, ids >= num_pages skipped and counted, negative ids padding. Strides in bytes. */
+#define CACHESTORE_MAX_PAGE_PLANES 4
+typedef struct cachestore_plane_strides_t {
+  int64_t offset; int64_t page_stride; int64_t token_stride; int64_t head_stride;
+} cachestore_plane_strides_t;
+
+typedef struct cachestore_page_side_t {
+  void* data;                   /* device or pinned host: layer 0's base */
+  int64_t layer_stride;
+  const uint64_t* plane_bases;  /* device [num_layers * num_planes] or NULL (16-byte aligned) */
+  int64_t num_pages;
+  int32_t page_size;
+  int32_t page_ids_type;        /* CACHESTORE_SLOT_INT32 | _INT64 */
+  const void* page_ids;         /* device [entries] or NULL: entry e is page e */
+  cachestore_plane_strides_t planes[CACHESTORE_MAX_PAGE_PLANES];
+} cachestore_page_side_t;
+
+typedef struct cachestore_move_pages_params_t {
+  uint32_t struct_size;
+  int32_t enable_pdl;
+  int64_t num_entries;                   /* source entries in the padded batch */
+  const int32_t* num_entries_non_padded; /* device [1] or NULL (all real) */
+  void* diagnostics;                     /* device uint64[2] {out_of_range_pages,
+                                            negative_entry_counts} or NULL */
+  int32_t num_layers;
+  int32_t num_planes;
+  int32_t num_heads[CACHESTORE_MAX_PAGE_PLANES];
+  int32_t row_bytes[CACHESTORE_MAX_PAGE_PLANES];
+  cachestore_page_side_t src;
+  cachestore_page_side_t dst;            /* num_entries * src.page_size / dst.page_size entries */
+} cachestore_move_pages_params_t;
+
+CACHESTORE_EXPORT cachestore_status_t cachestore_move_pages(
+    const cachestore_move_pages_params_t* params, void* stream);
+CACHESTORE_EXPORT cachestore_status_t cachestore_check_move_pages(
+    const cachestore_move_pages_params_t* params);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,6 +9,7 @@
 #include "arch.h"
 #include "cachestore/cachestore.h"
 #include "cachestore/layout.h"
+#include "cachestore/move.h"
 #include "detail/status.h"
 
 namespace cachestore::detail {
@@ -23,6 +24,9 @@ Status launch_mla(const FusedStoreParams& p, const ArchInfo& arch, cudaStream_t 
 // ... with RoPE fused (instantiations/mla_rope_<layout>.cu).
 template <MlaLayout kLayout>
 Status launch_mla_rope(const FusedStoreParams& p, const ArchInfo& arch, cudaStream_t stream);
+
+// move_pages (instantiations/move_pages.cu).
+Status launch_move_pages(const MovePagesParams& p, const ArchInfo& arch, cudaStream_t stream);
 
 // store_paged_kv for one cache type (instantiations/paged_kv_<type>.cu).
 template <KvCacheType kCache>

@@ -1,0 +1,166 @@
+// check(MovePagesParams): every refusal of move_pages that needs no device query, each naming
+// the argument by its path in the params struct.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "cachestore/move.h"
+#include "check.h"
+#include "detail/status.h"
+
+namespace cachestore {
+namespace {
+
+using detail::fail;
+using detail::ll;
+
+inline constexpr int32_t kMaxMoveLayers = 65535;  // the grid's y dimension
+inline constexpr int64_t kMaxEntries = 0x7fffffff;  // the grid's x dimension
+inline constexpr int32_t kMaxPageSize = 1 << 20;
+
+// The byte span a plane of one layer covers, [0, extent), from its base; rows of one plane
+// must not overlap (a destination's rows would race): the nested-stride rule, each stride of a
+// dimension with more than one index at least the span of the dimensions inside it.
+struct Dim {
+  int64_t stride;
+  int64_t count;
+};
+Status plane_extent(const PlaneStrides& s, const PlaneRows& rows, int64_t num_pages,
+                    int32_t page_size, const std::string& name, int64_t* extent) {
+  std::array<Dim, 3> dims{{{s.page_stride, num_pages},
+                           {s.token_stride, page_size},
+                           {s.head_stride, rows.num_heads}}};
+  std::sort(dims.begin(), dims.end(),
+            [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
+  int64_t span = rows.row_bytes;
+  for (const Dim& d : dims) {
+    if (d.count <= 1) continue;
+    if (d.stride < span)
+      return fail(Status::kErrorInvalidArgument,
+                  "%s: strides (page %lld, token %lld, head %lld bytes) overlap rows of %d "
+                  "bytes; every row of a plane must have its own bytes",
+                  name.c_str(), ll(s.page_stride), ll(s.token_stride), ll(s.head_stride),
+                  rows.row_bytes);
+    if (!detail::product_fits(d.stride, d.count - 1) ||
+        __builtin_add_overflow(d.stride * (d.count - 1), span, &span))
+      return fail(Status::kErrorCapacityOverflow, "%s: the plane's byte span overflows int64",
+                  name.c_str());
+  }
+  *extent = span;
+  return Status::kSuccess;
+}
+
+// The bytes each plane of a side covers over all layers, [first, last) (zero: not known on the
+// host, from plane_bases: the caller keeps the sides apart).
+using Spans = std::array<std::array<int64_t, 2>, kMaxPagePlanes>;
+
+Status check_side(const MovePagesParams& p, const PageSide& side, int64_t entries,
+                  const char* name, Spans* spans) {
+  const std::string side_name(name);
+  if (side.page_size < 1 || side.page_size > kMaxPageSize)
+    return fail(Status::kErrorNotSupported, "%s.page_size = %d: must be in [1, 2^20]", name,
+                side.page_size);
+  if (side.num_pages < 1)
+    return fail(Status::kErrorInvalidArgument, "%s.num_pages = %lld: must be >= 1", name,
+                ll(side.num_pages));
+  if (side.page_ids == nullptr && entries > side.num_pages)
+    return fail(Status::kErrorInvalidArgument,
+                "%s: %lld entries without page_ids need as many pages; it has %lld (a staging "
+                "buffer too small for the batch)",
+                name, ll(entries), ll(side.num_pages));
+  if (side.page_ids != nullptr && side.page_ids_type != SlotType::kInt32 &&
+      side.page_ids_type != SlotType::kInt64)
+    return fail(Status::kErrorInvalidArgument, "%s.page_ids_type = %d: must be kInt32 or kInt64",
+                name, static_cast<int>(side.page_ids_type));
+  if (side.page_ids != nullptr &&
+      !detail::aligned_to(side.page_ids, side.page_ids_type == SlotType::kInt32 ? 4 : 8))
+    return fail(Status::kErrorMisalignedOperand, "%s.page_ids must be aligned to its type",
+                name);
+  if (side.data == nullptr && side.plane_bases == nullptr)
+    return fail(Status::kErrorInvalidArgument, "%s.data is null", name);
+  if (side.plane_bases != nullptr && !detail::aligned_to(side.plane_bases, 8))
+    return fail(Status::kErrorMisalignedOperand, "%s.plane_bases must be 8-byte aligned", name);
+  if (side.layer_stride < 0)
+    return fail(Status::kErrorInvalidArgument, "%s.layer_stride = %lld: must be >= 0", name,
+                ll(side.layer_stride));
+  if (side.plane_bases == nullptr && p.num_layers > 1 && side.layer_stride == 0)
+    return fail(Status::kErrorInvalidArgument,
+                "%s.layer_stride = 0 with %d layers: every layer would be the same bytes", name,
+                p.num_layers);
+  const auto base = static_cast<int64_t>(reinterpret_cast<uintptr_t>(side.data));
+  *spans = {};
+  for (int32_t j = 0; j < p.num_planes; ++j) {
+    const PlaneStrides& s = side.planes[j];
+    const std::string plane = side_name + ".planes[" + std::to_string(j) + "]";
+    if (s.offset < 0 || s.page_stride < 0 || s.token_stride < 0 || s.head_stride < 0)
+      return fail(Status::kErrorInvalidArgument,
+                  "%s: offset and strides must be >= 0 (got %lld, %lld, %lld, %lld)",
+                  plane.c_str(), ll(s.offset), ll(s.page_stride), ll(s.token_stride),
+                  ll(s.head_stride));
+    int64_t extent = 0;
+    CACHESTORE_RETURN_IF_ERROR(
+        plane_extent(s, p.rows[j], side.num_pages, side.page_size, plane, &extent));
+    if (side.plane_bases == nullptr)
+      (*spans)[j] = {base + s.offset,
+                     base + s.offset + extent + side.layer_stride * (p.num_layers - 1)};
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+Status check(const MovePagesParams& p) {
+  if (p.num_entries < 0 || p.num_entries > kMaxEntries)
+    return fail(Status::kErrorInvalidArgument, "num_entries = %lld: must be in [0, 2^31 - 1]",
+                ll(p.num_entries));
+  if (!detail::aligned_to(p.num_entries_non_padded, 4))
+    return fail(Status::kErrorMisalignedOperand, "num_entries_non_padded must be 4-byte aligned");
+  if (!detail::aligned_to(p.diagnostics, 8))
+    return fail(Status::kErrorMisalignedOperand, "diagnostics must be 8-byte aligned");
+  if (p.num_layers < 1 || p.num_layers > kMaxMoveLayers)
+    return fail(Status::kErrorInvalidArgument, "num_layers = %d: must be in [1, %d]",
+                p.num_layers, kMaxMoveLayers);
+  if (p.num_planes < 1 || p.num_planes > kMaxPagePlanes)
+    return fail(Status::kErrorInvalidArgument, "num_planes = %d: must be in [1, %d]",
+                p.num_planes, kMaxPagePlanes);
+  for (int32_t j = 0; j < p.num_planes; ++j)
+    if (p.rows[j].num_heads < 1 || p.rows[j].row_bytes < 1)
+      return fail(Status::kErrorInvalidArgument,
+                  "rows[%d] = {num_heads %d, row_bytes %d}: both must be >= 1", j,
+                  p.rows[j].num_heads, p.rows[j].row_bytes);
+  const int32_t ps = p.src.page_size, pd = p.dst.page_size;
+  if (ps >= 1 && pd >= 1 && std::max(ps, pd) % std::min(ps, pd) != 0)
+    return fail(Status::kErrorNotSupported,
+                "src.page_size = %d and dst.page_size = %d: one must divide the other", ps, pd);
+  int64_t dst_entries = 0;
+  if (ps >= 1 && pd >= 1) {
+    if (!detail::product_fits(p.num_entries, ps))
+      return fail(Status::kErrorCapacityOverflow, "num_entries * src.page_size overflows int64");
+    const int64_t tokens = p.num_entries * ps;
+    if (tokens % pd != 0)
+      return fail(Status::kErrorInvalidArgument,
+                  "num_entries * src.page_size = %lld tokens do not fill whole destination "
+                  "pages of %d tokens",
+                  ll(tokens), pd);
+    dst_entries = tokens / pd;
+  }
+  Spans src_spans{}, dst_spans{};
+  CACHESTORE_RETURN_IF_ERROR(check_side(p, p.src, p.num_entries, "src", &src_spans));
+  CACHESTORE_RETURN_IF_ERROR(check_side(p, p.dst, dst_entries, "dst", &dst_spans));
+  for (int32_t i = 0; i < p.num_planes; ++i)
+    for (int32_t j = 0; j < p.num_planes; ++j) {
+      const auto& s = src_spans[i];
+      const auto& d = dst_spans[j];
+      if (s[0] < d[1] && d[0] < s[1])
+        return fail(Status::kErrorInvalidArgument,
+                    "src and dst overlap (src.planes[%d] bytes [%#llx, %#llx), dst.planes[%d] "
+                    "[%#llx, %#llx)): a copy within one cache goes through a staging buffer",
+                    i, static_cast<unsigned long long>(s[0]),
+                    static_cast<unsigned long long>(s[1]), j,
+                    static_cast<unsigned long long>(d[0]), static_cast<unsigned long long>(d[1]));
+    }
+  return detail::succeed();
+}
+
+}  // namespace cachestore

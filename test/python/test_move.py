@@ -1,0 +1,70 @@
+"""cachestore.move without a GPU: the staging layout, the Pages of each cache form, and the op's
+refusals (CPU tensors reach the native op's checks; the Python ops backend has no move)."""
+import pytest
+
+from conftest import need_torch
+
+torch = need_torch()
+import cachestore.move as mv  # noqa: E402
+import cachestore.torch as cst  # noqa: E402
+
+NATIVE = cst.backend == "native"
+
+
+def test_staging_layout_is_page_first_planes_in_order():
+    k = torch.zeros(10, 16, 4, 64, dtype=torch.bfloat16)  # nhd: 2 KiB a token-head row
+    cache = mv.paged_kv([k, k.clone()], [k.clone(), k.clone()])
+    assert (cache.num_layers, cache.num_planes, cache.page_size, cache.num_pages) == (2, 2, 16, 10)
+    assert cache.rows == [(4, 128), (4, 128)]
+    buffer, pages = mv.staging(cache, 3, device="cpu")
+    assert buffer.shape == (3, 2, 2 * 16 * 4 * 128)
+    base = buffer.data_ptr()
+    per_entry, per_layer, plane = 2 * 16 * 4 * 128 * 2, 2 * 16 * 4 * 128, 16 * 4 * 128
+    for l in range(2):
+        for j in range(2):
+            v = pages.views[l][j]
+            assert v.shape == (3, 16, 4, 128)
+            assert v.stride() == (per_entry, 4 * 128, 128, 1)
+            assert v.data_ptr() - base == l * per_layer + j * plane
+    _, layer_first = mv.staging(cache, 3, device="cpu", order="layer_first")
+    assert layer_first.views[1][0].data_ptr() - layer_first.views[0][0].data_ptr() == 3 * per_layer
+
+
+def test_hnd_views_and_byte_pages():
+    v = torch.zeros(6, 2, 8, 32, dtype=torch.float16)  # hnd [pages, H, P, D]
+    pages = mv.paged_kv(v, layout="hnd")
+    view = pages.views[0][0]
+    assert view.shape == (6, 8, 2, 64) and view.stride() == (2 * 8 * 64, 64, 8 * 64, 1)
+    mla = torch.zeros(5, 64 * 656, dtype=torch.uint8)
+    b = mv.byte_pages([mla, torch.zeros_like(mla)])
+    assert b.rows == [(1, 64 * 656)] and b.page_size == 1 and b.num_pages == 5
+    with pytest.raises(ValueError, match="layout = 'khn'"):
+        mv.paged_kv(v, layout="khn")
+    with pytest.raises(ValueError, match="v_caches has 1 layers, k_caches 2"):
+        mv.paged_kv([v, v], [v])
+
+
+def test_op_refusals_name_the_argument():
+    """Native ops: the op's checks, naming the argument. Python ops: move is refused as a
+    whole (it has no Python implementation)."""
+    k = torch.zeros(10, 16, 4, 64, dtype=torch.bfloat16)
+    cache = mv.paged_kv(k)
+    _, stage = mv.staging(cache, 4, device="cpu")
+    ids = torch.tensor([0, 1, 2, 3])
+    if not NATIVE:
+        with pytest.raises(NotImplementedError, match="native torch ops"):
+            mv.move_pages(cache, stage, src_page_ids=ids)
+        return
+    with pytest.raises(ValueError, match="src_page_ids is on cpu; it must be a CUDA tensor"):
+        mv.move_pages(cache, stage, src_page_ids=ids)
+    with pytest.raises(ValueError, match="give src_page_ids, dst_page_ids or both"):
+        mv.move_pages(cache, stage)
+    with pytest.raises(TypeError, match=r"src_page_ids.dtype is torch.float32"):
+        mv.move_pages(cache, stage, src_page_ids=ids.float())
+    with pytest.raises(ValueError, match=r"dst_page_ids holds 3 pages of 16 tokens; the 4 source"):
+        mv.move_pages(cache, cache, src_page_ids=ids, dst_page_ids=ids[:3])
+    other = mv.paged_kv(torch.zeros(10, 16, 2, 64, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match=r"plane 0: src rows are"):
+        mv.move_pages(cache, other, src_page_ids=ids, dst_page_ids=ids)
+    with pytest.raises(ValueError, match="src has 1 planes a layer, dst 2"):
+        mv.move_pages(cache, mv.paged_kv(k, k), src_page_ids=ids)

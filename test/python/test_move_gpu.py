@@ -1,0 +1,179 @@
+"""cachestore.move on the GPU: gather -> scatter into another page size and layout (device and
+pinned host staging), every layout and cache type's planes, the whole destination cache against
+a PyTorch reference; padded-graph replay; out-of-range and padding ids counted exactly; copies
+within a cache in a defined order."""
+import pytest
+
+from conftest import need_gpu
+
+torch = need_gpu()
+import cachestore.move as mv  # noqa: E402
+import cachestore.torch as cst  # noqa: E402
+
+pytestmark = pytest.mark.skipif(cst.backend != "native", reason="move: native ops only")
+DEV = torch.device("cuda")
+
+
+def rand_bytes(*shape, dtype=torch.uint8):
+    """Random bytes as a `dtype` tensor of `shape` (NaN patterns included: compare bytes)."""
+    size = dtype.itemsize
+    t = torch.randint(0, 256, (*shape[:-1], shape[-1] * size), dtype=torch.uint8, device=DEV)
+    return t if dtype == torch.uint8 else t.view(dtype)
+
+
+def same_bytes(a, b):
+    return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
+def tokens_of(cache, ids, layout):
+    """[tokens, H, D] of pages `ids` in order (nhd [pages, P, H, D] / hnd [pages, H, P, D])."""
+    pages = cache[ids]
+    if layout == "hnd":
+        pages = pages.permute(0, 2, 1, 3)
+    return pages.reshape(-1, *pages.shape[2:])
+
+
+def put_tokens(cache, ids, tokens, layout):
+    P = cache.shape[1] if layout == "nhd" else cache.shape[2]
+    for d, page in enumerate(ids.tolist()):
+        chunk = tokens[d * P:(d + 1) * P]
+        if page < 0 or page >= cache.shape[0]:
+            continue
+        cache[page] = chunk if layout == "nhd" else chunk.permute(1, 0, 2)
+
+
+@pytest.mark.parametrize("host", [False, True], ids=["device_staging", "pinned_host_staging"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn, torch.float32])
+def test_round_trip_into_another_page_size_and_layout(host, dtype):
+    layers, pages, P, H, D = 3, 24, 16, 4, 64
+    # One allocation a layer (SGLang's and vLLM's per-layer tensors): plane_bases.
+    k = [rand_bytes(pages, P, H, D, dtype=dtype) for _ in range(layers)]
+    v = [rand_bytes(pages, P, H, D, dtype=dtype) for _ in range(layers)]
+    src = mv.paged_kv(k, v)
+    ids = torch.tensor([5, 0, 17, 3, 9, 22], device=DEV)
+    buf, stage = mv.staging(src, len(ids), pin_memory=host)
+    mv.gather_pages(src, ids, stage)
+    # The decode engine: hnd, P = 8, its own page ids (two a source page), one buffer for all
+    # layers (a layer stride).
+    Pd, pages_d = 8, 30
+    shape = (layers, pages_d, H, Pd, D * dtype.itemsize)
+    k_d = torch.full(shape, 0xAB, dtype=torch.uint8, device=DEV).view(dtype)
+    v_d = torch.full(shape, 0xCD, dtype=torch.uint8, device=DEV).view(dtype)
+    dst = mv.paged_kv(list(k_d), list(v_d), layout="hnd")
+    assert dst.plane_bases is None  # one buffer: one stride apart
+    dst_ids = torch.randperm(pages_d, device=DEV)[:2 * len(ids)]
+    dst_ids[3] = -1  # padding: that page stays as it was
+    diag = torch.zeros(2, dtype=torch.int64, device=DEV)
+    mv.scatter_pages(stage, dst, dst_ids, diagnostics=diag)
+    torch.cuda.synchronize()
+    for l in range(layers):
+        for got, cache, fill in ((k_d[l], k[l], 0xAB), (v_d[l], v[l], 0xCD)):
+            want = torch.full_like(got.view(torch.uint8), fill)
+            put_tokens(want, dst_ids.cpu(), tokens_of(cache.view(torch.uint8), ids, "nhd"), "hnd")
+            assert torch.equal(got.view(torch.uint8), want), f"layer {l}"
+    assert diag.tolist() == [0, 0]
+
+
+def test_nvfp4_planes_and_fp8_scales_move_with_their_pages():
+    pages, P, H, D = 12, 16, 8, 128
+    codes_k, codes_v = rand_bytes(pages, P, H, D // 2), rand_bytes(pages, P, H, D // 2)
+    sf_k, sf_v = rand_bytes(pages, P, H, D // 16), rand_bytes(pages, P, H, D // 16)
+    src = mv.paged_kv(codes_k, codes_v, k_block_scales=sf_k, v_block_scales=sf_v)
+    assert src.num_planes == 4
+    ids = torch.tensor([7, 2, 11], device=DEV)
+    _, stage = mv.staging(src, 3, order="layer_first")
+    mv.gather_pages(src, ids, stage)
+    out = [torch.zeros_like(t) for t in (codes_k, codes_v, sf_k, sf_v)]
+    dst = mv.paged_kv(out[0], out[1], k_block_scales=out[2], v_block_scales=out[3])
+    back = torch.tensor([0, 5, 9], device=DEV)
+    mv.scatter_pages(stage, dst, back)
+    torch.cuda.synchronize()
+    for got, t in zip(out, (codes_k, codes_v, sf_k, sf_v)):
+        want = torch.zeros_like(t)
+        want[back] = t[ids]
+        assert torch.equal(got, want)
+
+
+def test_mla_and_index_k_byte_pages_through_pinned_host():
+    pages, layers = 20, 2
+    mla = [rand_bytes(pages, 64 * 656) for _ in range(layers)]  # V3.2 pages
+    index = [rand_bytes(pages, 64 * 132) for _ in range(layers)]  # fp8 indexer pages
+    for caches in (mla, index):
+        src = mv.byte_pages(caches)
+        ids = torch.tensor([3, 19, 0, -1, 8], device=DEV)
+        buf, stage = mv.staging(src, 5, pin_memory=True)
+        mv.gather_pages(src, ids, stage)
+        torch.cuda.synchronize()
+        assert buf.is_pinned()
+        for l in range(layers):
+            for e, page in enumerate(ids.tolist()):
+                if page >= 0:
+                    assert torch.equal(buf[e, l].to(DEV), caches[l][page].reshape(-1))
+            assert torch.count_nonzero(buf[3, l]) == 0  # padding: never written
+        out = [torch.zeros_like(c) for c in caches]
+        back = torch.tensor([1, 2, 3, 4, 5], device=DEV)
+        mv.scatter_pages(stage, mv.byte_pages(out), back)
+        torch.cuda.synchronize()
+        for l in range(layers):
+            want = torch.zeros_like(caches[l])
+            for e, page in enumerate(ids.tolist()):
+                want[back[e]] = caches[l][page] if page >= 0 else 0
+            assert torch.equal(out[l], want)
+
+
+def test_padded_graph_replay_and_out_of_range_ids_counted():
+    pages, P, H, D = 16, 16, 2, 128
+    k = rand_bytes(pages, P, H, D, dtype=torch.bfloat16)
+    src = mv.paged_kv(k)
+    B = 6
+    ids = torch.tensor([4, 1, 40, -1, 7, 9], device=DEV)  # 40: out of range
+    n = torch.tensor([B], dtype=torch.int32, device=DEV)
+    diag = torch.zeros(2, dtype=torch.int64, device=DEV)
+    buf, stage = mv.staging(src, B)
+    mv.gather_pages(src, ids, stage, num_entries_non_padded=n, diagnostics=diag)  # warm-up
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        mv.gather_pages(src, ids, stage, num_entries_non_padded=n, diagnostics=diag)
+    for real in (6, 5, 3, 2, 0):
+        buf.fill_(0xAB)
+        diag.zero_()
+        n.fill_(real)
+        graph.replay()
+        torch.cuda.synchronize()
+        want = torch.full_like(buf, 0xAB)
+        for e in range(real):
+            page = int(ids[e])
+            if 0 <= page < pages:
+                want[e, 0] = k[page].reshape(-1).view(torch.uint8)
+        assert torch.equal(buf, want), real
+        assert diag.tolist() == [1 if real > 2 else 0, 0], real
+
+
+def test_copy_pages_reads_every_source_before_writing():
+    pages, P, H, D = 10, 16, 2, 64
+    k = rand_bytes(pages, P, H, D, dtype=torch.bfloat16)
+    before = k.clone()
+    cache = mv.paged_kv(k)
+    src_ids = torch.tensor([1, 2, 3, 12], device=DEV)  # a chain 1->2->3->4; 12 out of range
+    dst_ids = torch.tensor([2, 3, 4, 5], device=DEV)
+    diag = torch.zeros(2, dtype=torch.int64, device=DEV)
+    mv.copy_pages(cache, src_ids, dst_ids, diagnostics=diag)
+    torch.cuda.synchronize()
+    want = before.clone()
+    want[torch.tensor([2, 3, 4])] = before[torch.tensor([1, 2, 3])]
+    assert same_bytes(k, want)  # page 5 untouched: its source was out of range
+    assert diag.tolist() == [1, 0]
+
+
+def test_overlap_and_pageable_memory_refused_nothing_written():
+    k = rand_bytes(8, 16, 2, 64, dtype=torch.bfloat16)
+    before = k.clone()
+    cache = mv.paged_kv(k)
+    ids = torch.tensor([0, 1], device=DEV)
+    with pytest.raises(Exception, match="src and dst overlap"):
+        mv.move_pages(cache, cache, src_page_ids=ids, dst_page_ids=ids.flip(0))
+    host = torch.zeros(2, 1, cache.page_size * cache.token_bytes, dtype=torch.uint8)  # pageable
+    with pytest.raises(Exception, match="dst.data is pageable host memory"):
+        mv.gather_pages(cache, ids, mv.staging_pages(host, cache))
+    torch.cuda.synchronize()
+    assert same_bytes(k, before) and torch.count_nonzero(host) == 0
