@@ -134,20 +134,26 @@ def paged_kv(k_caches, v_caches=None, *, layout="nhd", k_block_scales=None,
                   for l in range(layers)])
 
 
-def byte_pages(caches):
-    """The Pages of byte-page caches (MLA, index-K: [num_pages, ...] with each page's bytes
-    contiguous), one tensor or a list of one per layer: one plane, a page one row of
-    page_bytes. Whole pages move (the layouts' page size stays)."""
-    views = []
-    for l, t in enumerate(_as_list(caches)):
-        if t.dim() < 1 or not t[0].is_contiguous():
-            raise ValueError(f"caches[{l}] must be [num_pages, ...] with each page contiguous, "
-                             f"got {tuple(t.shape)} strides {t.stride()}")
-        page = t[0].numel() * t.element_size()
-        b = t.as_strided((t.shape[0], 1, 1, t[0].numel()), (t.stride(0), 1, 1, 1))
-        views.append([b.view(torch.uint8) if t.dtype != torch.uint8 else b])
-        assert views[-1][0].shape[3] == page
-    return Pages(views)
+def byte_pages(caches, *more_planes):
+    """The Pages of byte-page caches (MLA, index-K, or any [num_pages, ...] tensor whose pages
+    are each contiguous), each argument one tensor or a list of one per layer, each argument a
+    plane (e.g. a layer's K and V caches): a page is one row of its bytes. Whole pages move (the
+    layouts' page size stays)."""
+    groups = [_as_list(caches)] + [_as_list(m) for m in more_planes]
+    for g in groups[1:]:
+        if len(g) != len(groups[0]):
+            raise ValueError(f"byte_pages: {len(g)} layers in one argument, {len(groups[0])} "
+                             "in the first")
+    return Pages([[_page_row(g[l], f"caches[{l}]") for g in groups]
+                  for l in range(len(groups[0]))])
+
+
+def _page_row(t, name):
+    if t.dim() < 1 or t.shape[0] < 1 or not t[0].is_contiguous():
+        raise ValueError(f"{name} must be [num_pages, ...] with each page contiguous, got "
+                         f"{tuple(t.shape)} strides {t.stride()}")
+    b = t.as_strided((t.shape[0], 1, 1, t[0].numel()), (t.stride(0), 1, 1, 1))
+    return b if t.dtype == torch.uint8 else b.view(torch.uint8)
 
 
 def staging(like, entries, *, device=None, pin_memory=False, order="page_first"):

@@ -177,3 +177,47 @@ def test_overlap_and_pageable_memory_refused_nothing_written():
         mv.gather_pages(cache, ids, mv.staging_pages(host, cache))
     torch.cuda.synchronize()
     assert same_bytes(k, before) and torch.count_nonzero(host) == 0
+
+
+def test_vllm_swap_blocks_to_pinned_host_and_back():
+    from cachestore.compat import vllm
+    gpu = rand_bytes(12, 16, 8, 128, dtype=torch.bfloat16)  # [num_blocks, P, H, D]
+    host = torch.zeros(6, 16, 8, 128, dtype=torch.bfloat16, pin_memory=True)
+    mapping = torch.tensor([[3, 0], [11, 5], [7, 2], [20, 1]])  # 20: past the GPU cache
+    diag = torch.zeros(2, dtype=torch.int64, device=DEV)
+    vllm.swap_blocks(gpu, host, mapping, diagnostics=diag)
+    torch.cuda.synchronize()
+    want = torch.zeros_like(host)
+    for s, d in mapping.tolist()[:3]:
+        want[d] = gpu[s].cpu()
+    assert same_bytes(host, want) and diag.tolist() == [1, 0]
+    back = torch.full_like(gpu, 0).view(torch.uint8).fill_(0xAB).view(torch.bfloat16)
+    vllm.swap_blocks(host, back, torch.tensor([[0, 9], [5, 4]]))
+    torch.cuda.synchronize()
+    want_back = torch.full_like(back.view(torch.uint8), 0xAB)
+    want_back[9] = gpu[3].view(torch.uint8)
+    want_back[4] = gpu[11].view(torch.uint8)
+    assert torch.equal(back.view(torch.uint8), want_back)
+
+
+@pytest.mark.parametrize("mla", [False, True], ids=["copy_blocks", "copy_blocks_mla"])
+def test_vllm_copy_blocks_every_layer_in_a_defined_order(mla):
+    from cachestore.compat import vllm
+    layers = 3
+    shape = (10, 16, 576) if mla else (10, 16, 4, 64)
+    keys = [rand_bytes(*shape, dtype=torch.bfloat16) for _ in range(layers)]
+    values = [rand_bytes(*shape, dtype=torch.bfloat16) for _ in range(layers)]
+    before = [t.clone() for t in keys + values]
+    mapping = torch.tensor([[1, 2], [2, 3], [3, 4], [8, 0]], device=DEV)  # a chain
+    if mla:
+        vllm.copy_blocks_mla(keys, mapping)
+    else:
+        vllm.copy_blocks(keys, values, mapping)
+    torch.cuda.synchronize()
+    for i, t in enumerate(keys + ([] if mla else values)):
+        want = before[i].clone()
+        want[torch.tensor([2, 3, 4, 0])] = before[i][torch.tensor([1, 2, 3, 8])]
+        assert same_bytes(t, want), i
+    if mla:
+        for i, t in enumerate(values):
+            assert same_bytes(t, before[layers + i])

@@ -19,13 +19,24 @@
 - `indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, kv_cache_dtype)`:
   DeepSeek V3.2's fp8 indexer cache (`"ue8m0"`: power-of-two scales), or a bf16 cache.
 
+- `swap_blocks(src, dst, block_mapping)`: whole blocks between a GPU cache and a pinned host
+  copy (or two GPU caches), one launch for the mapping;
+- `copy_blocks(key_caches, value_caches, block_mapping)`, `copy_blocks_mla(kv_caches,
+  block_mapping)`: blocks within each layer's caches, every layer in one launch.
+
 `kv_cache_dtype` is vLLM's string: "auto", "fp8" (e4m3 on CUDA), "fp8_e4m3", "fp8_e5m2"; fp8
 caches may be uint8 (as vLLM allocates them) or float8 tensors; scales are float32 tensors of 1
 value (or one per head). Inputs bf16, fp16 or fp32, any head size. As in vLLM, the rows stored
 are the first `slot_mapping.shape[0]` of key / value, and a negative slot is skipped.
 Differences: a slot past the cache is skipped (and counted with `diagnostics=`) where vLLM
 writes out of bounds; `num_tokens_non_padded=` skips the rows of a padded graph batch at or past
-the device count.
+the device count. The block copies (cachestore.move): `block_mapping` [n, 2] int64 on any
+device (vLLM: CPU for swap_blocks, the caches' device for copy_blocks); a block id past the
+cache is skipped and counted (`diagnostics=`, int64 [2]) where vLLM copies out of bounds; a
+negative id is skipped; `num_entries_non_padded=` skips the pairs at or past a device count.
+swap_blocks refuses pageable host memory (vLLM copies it synchronously); copy_blocks reads every
+source block before it writes any destination (a gather into a staging buffer, then a scatter),
+where vLLM copies the pairs concurrently, so that a chain (a -> b, b -> c) is well defined.
 """
 import torch
 
@@ -167,5 +178,42 @@ def indexer_k_quant_and_cache(k, kv_cache, slot_mapping, quant_block_size, kv_ca
         _reraise(e)
 
 
-__all__ = ["reshape_and_cache_flash", "reshape_and_cache", "concat_and_cache_mla",
-           "concat_and_cache_mla_rope_fused", "indexer_k_quant_and_cache"]
+def _pairs(block_mapping, device):
+    if block_mapping.dim() != 2 or block_mapping.shape[1] != 2:
+        raise ValueError(f"block_mapping must be [num_pairs, 2], got {tuple(block_mapping.shape)}")
+    m = block_mapping.to(device=device, dtype=torch.int64, non_blocking=True)
+    return m[:, 0].contiguous(), m[:, 1].contiguous()
+
+
+def swap_blocks(src, dst, block_mapping, *, num_entries_non_padded=None, diagnostics=None):
+    """Blocks block_mapping[i, 0] of `src` into block_mapping[i, 1] of `dst` ([num_blocks, ...]
+    caches of the same block bytes; one of them may be pinned host memory)."""
+    from .. import move as _move
+    device = src.device if src.is_cuda else dst.device
+    s, d = _pairs(block_mapping, device)
+    _move.move_pages(_move.byte_pages(src), _move.byte_pages(dst), src_page_ids=s,
+                     dst_page_ids=d, num_entries_non_padded=num_entries_non_padded,
+                     diagnostics=diagnostics)
+
+
+def copy_blocks(key_caches, value_caches, block_mapping, *, num_entries_non_padded=None,
+                diagnostics=None):
+    """In every layer, blocks block_mapping[i, 0] into block_mapping[i, 1] of its key and value
+    caches (lists of one tensor a layer), all layers in one launch each way."""
+    from .. import move as _move
+    s, d = _pairs(block_mapping, key_caches[0].device)
+    _move.copy_pages(_move.byte_pages(list(key_caches), list(value_caches)), s, d,
+                     num_entries_non_padded=num_entries_non_padded, diagnostics=diagnostics)
+
+
+def copy_blocks_mla(kv_caches, block_mapping, *, num_entries_non_padded=None, diagnostics=None):
+    """copy_blocks for MLA caches: one cache a layer."""
+    from .. import move as _move
+    s, d = _pairs(block_mapping, kv_caches[0].device)
+    _move.copy_pages(_move.byte_pages(list(kv_caches)), s, d,
+                     num_entries_non_padded=num_entries_non_padded, diagnostics=diagnostics)
+
+
+__all__ = ["swap_blocks", "copy_blocks", "copy_blocks_mla", "reshape_and_cache_flash",
+           "reshape_and_cache", "concat_and_cache_mla", "concat_and_cache_mla_rope_fused",
+           "indexer_k_quant_and_cache"]
