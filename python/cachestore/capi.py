@@ -119,6 +119,27 @@ class PagedKvParams(_Params):
                          ("v_block_scales", BlockScales), ("rope", Rope)]
 
 
+MAX_PAGE_PLANES = 4
+
+
+class PlaneStrides(ctypes.Structure):
+    _fields_ = [("offset", i64), ("page_stride", i64), ("token_stride", i64),
+                ("head_stride", i64)]
+
+
+class PageSide(ctypes.Structure):
+    _fields_ = [("data", vp), ("layer_stride", i64), ("plane_bases", vp), ("num_pages", i64),
+                ("page_size", i32), ("page_ids_type", i32), ("page_ids", vp),
+                ("planes", PlaneStrides * MAX_PAGE_PLANES)]
+
+
+class MovePagesParams(_Params):
+    _fields_ = [("struct_size", u32), ("enable_pdl", i32), ("num_entries", i64),
+                ("num_entries_non_padded", vp), ("diagnostics", vp), ("num_layers", i32),
+                ("num_planes", i32), ("num_heads", i32 * MAX_PAGE_PLANES),
+                ("row_bytes", i32 * MAX_PAGE_PLANES), ("src", PageSide), ("dst", PageSide)]
+
+
 class MlaLayoutInfo(_Params):
     _fields_ = [("struct_size", u32), ("layout", i32), ("name", ctypes.c_char_p),
                 ("nope_dim", i32), ("rope_dim", i32), ("quantized_values", i32), ("tile", i32),
@@ -186,13 +207,14 @@ def _load():
                          ("store_index_k_fp8_v2", IndexKFp8Params),
                          ("store_index_k_fp4", IndexKFp4Params),
                          ("fused_store_cache_v2", FusedStoreParams),
-                         ("store_paged_kv", PagedKvParams)):
+                         ("store_paged_kv", PagedKvParams),
+                         ("move_pages", MovePagesParams)):
         fn = getattr(lib, "cachestore_" + name)
         fn.restype = i32
         fn.argtypes = [ctypes.POINTER(params), vp]
     for name, params in (("index_k_bf16", IndexKBf16Params), ("index_k_fp8", IndexKFp8Params),
                          ("index_k_fp4", IndexKFp4Params), ("fused_store_cache", FusedStoreParams),
-                         ("paged_kv", PagedKvParams)):
+                         ("paged_kv", PagedKvParams), ("move_pages", MovePagesParams)):
         fn = getattr(lib, "cachestore_check_" + name)
         fn.restype = i32
         fn.argtypes = [ctypes.POINTER(params)]
@@ -248,7 +270,8 @@ def check_params(params):
           IndexKFp8Params: lib.cachestore_check_index_k_fp8,
           IndexKFp4Params: lib.cachestore_check_index_k_fp4,
           FusedStoreParams: lib.cachestore_check_fused_store_cache,
-          PagedKvParams: lib.cachestore_check_paged_kv}[type(params)]
+          PagedKvParams: lib.cachestore_check_paged_kv,
+          MovePagesParams: lib.cachestore_check_move_pages}[type(params)]
     check(fn(ctypes.byref(params)))
 
 

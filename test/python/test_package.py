@@ -105,9 +105,12 @@ def _header_structs():
         fields = []
         for decl in filter(None, (d.strip() for d in body.split(";"))):
             decl = " ".join(decl.split())
-            m = re.fullmatch(r"(.*?)(\**)\s*(\w+)", decl.replace("* ", " *"))
+            m = re.fullmatch(r"(.*?)(\**)\s*(\w+)(?:\[(\w+)\])?", decl.replace("* ", " *"))
             ctype, star, field = m.group(1).replace("const ", "").strip(), m.group(2), m.group(3)
-            fields.append((field, ctype + star))
+            count = m.group(4)  # an array: its length, a number or a CACHESTORE_ constant
+            if count is not None and not count.isdigit():
+                count = getattr(capi, count.removeprefix("CACHESTORE_"))
+            fields.append((field, ctype + star if count is None else (ctype + star, int(count))))
         structs[name] = fields
     return structs
 
@@ -126,7 +129,10 @@ def test_ctypes_mirrors_are_the_header_field_for_field():
                "cachestore_paged_kv_params_t": capi.PagedKvParams,
                "cachestore_mla_layout_info_t": capi.MlaLayoutInfo,
                "cachestore_index_k_format_info_t": capi.IndexKFormatInfo,
-               "cachestore_kv_cache_type_info_t": capi.KvCacheTypeInfo}
+               "cachestore_kv_cache_type_info_t": capi.KvCacheTypeInfo,
+               "cachestore_plane_strides_t": capi.PlaneStrides,
+               "cachestore_page_side_t": capi.PageSide,
+               "cachestore_move_pages_params_t": capi.MovePagesParams}
     scalars = {"uint32_t": ctypes.c_uint32, "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64,
                "char*": ctypes.c_char_p}
     structs = _header_structs()
@@ -134,6 +140,10 @@ def test_ctypes_mirrors_are_the_header_field_for_field():
     for c_name, mirror in mirrors.items():
         want = []
         for field, ctype in structs[c_name]:
+            if isinstance(ctype, tuple):  # an array of a mirror or a scalar
+                element, count = ctype
+                want.append((field, (mirrors.get(element) or scalars[element]) * count))
+                continue
             if ctype in mirrors:
                 want.append((field, mirrors[ctype]))
             elif ctype in scalars:
