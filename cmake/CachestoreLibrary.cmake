@@ -27,7 +27,6 @@ add_library(cachestore_objects OBJECT
   src/check_mla.cpp
   src/check_move.cpp
   src/check_paged_kv.cpp
-  src/move.cpp
   src/status.cpp
   src/stores.cpp
   ${CACHESTORE_INSTANTIATIONS})

@@ -3,7 +3,10 @@
 // check() overloads of cachestore.h are in check_<family>.cpp.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <utility>
 
 #include "cachestore/cachestore.h"
 
@@ -55,6 +58,31 @@ Status check_rope_tensor(const void* data, int64_t token_stride, int64_t head_st
                          int32_t heads, int64_t elem_bytes, int64_t rows, const char* name);
 Status check_rotation(const RotaryEmbedding& r, const char* name, const RotatedInput& k);
 Status check_style_and_rounding(const RotaryEmbedding& r, const char* name);
+
+// The nested-stride rule, by which no two elements of a strided view overlap: the dimensions,
+// (stride, count) pairs, nested by stride, each stride of a dimension with more than one index
+// at least the extent of everything finer (what every layout of the contract does; sufficient,
+// not necessary). `extent` is the span of everything finer at the first failure, or of the
+// whole view; kOverflow: that span overflows int64.
+struct NestedStrides {
+  enum Verdict { kOk, kOverlap, kOverflow } verdict;
+  int64_t stride;  // kOverlap: the dimension that overlaps
+  int64_t count;
+  int64_t extent;
+};
+template <size_t kDims>
+NestedStrides nested_strides(std::array<std::pair<int64_t, int64_t>, kDims> dims) {
+  std::sort(dims.begin(), dims.end());
+  int64_t extent = 1;  // one element, then the nested blocks
+  for (const auto& [stride, count] : dims) {
+    if (count <= 1) continue;
+    if (stride < extent) return {NestedStrides::kOverlap, stride, count, extent};
+    if (!product_fits(count - 1, stride) || extent > INT64_MAX - (count - 1) * stride)
+      return {NestedStrides::kOverflow, stride, count, extent};
+    extent += (count - 1) * stride;
+  }
+  return {NestedStrides::kOk, 0, 0, extent};
+}
 
 // log2 of a size already checked to be a power of two.
 int32_t log2_exact(int64_t power_of_two);

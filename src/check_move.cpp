@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <string>
+#include <cstdio>
 
 #include "cachestore/move.h"
 #include "check.h"
@@ -20,34 +20,22 @@ inline constexpr int64_t kMaxEntries = 0x7fffffff;  // the grid's x dimension
 inline constexpr int32_t kMaxPageSize = 1 << 20;
 
 // The byte span a plane of one layer covers, [0, extent), from its base; rows of one plane
-// must not overlap (a destination's rows would race): the nested-stride rule, each stride of a
-// dimension with more than one index at least the span of the dimensions inside it.
-struct Dim {
-  int64_t stride;
-  int64_t count;
-};
+// must not overlap (a destination's rows would race): the nested-stride rule (check.h).
 Status plane_extent(const PlaneStrides& s, const PlaneRows& rows, int64_t num_pages,
-                    int32_t page_size, const std::string& name, int64_t* extent) {
-  std::array<Dim, 3> dims{{{s.page_stride, num_pages},
-                           {s.token_stride, page_size},
-                           {s.head_stride, rows.num_heads}}};
-  std::sort(dims.begin(), dims.end(),
-            [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
-  int64_t span = rows.row_bytes;
-  for (const Dim& d : dims) {
-    if (d.count <= 1) continue;
-    if (d.stride < span)
-      return fail(Status::kErrorInvalidArgument,
-                  "%s: strides (page %lld, token %lld, head %lld bytes) overlap rows of %d "
-                  "bytes; every row of a plane must have its own bytes",
-                  name.c_str(), ll(s.page_stride), ll(s.token_stride), ll(s.head_stride),
-                  rows.row_bytes);
-    if (!detail::product_fits(d.stride, d.count - 1) ||
-        __builtin_add_overflow(d.stride * (d.count - 1), span, &span))
-      return fail(Status::kErrorCapacityOverflow, "%s: the plane's byte span overflows int64",
-                  name.c_str());
-  }
-  *extent = span;
+                    int32_t page_size, const char* name, int64_t* extent) {
+  const detail::NestedStrides r = detail::nested_strides<4>({{{1, rows.row_bytes},
+                                                              {s.page_stride, num_pages},
+                                                              {s.token_stride, page_size},
+                                                              {s.head_stride, rows.num_heads}}});
+  if (r.verdict == detail::NestedStrides::kOverlap)
+    return fail(Status::kErrorInvalidArgument,
+                "%s: strides (page %lld, token %lld, head %lld bytes) overlap rows of %d "
+                "bytes; every row of a plane must have its own bytes",
+                name, ll(s.page_stride), ll(s.token_stride), ll(s.head_stride), rows.row_bytes);
+  if (r.verdict == detail::NestedStrides::kOverflow)
+    return fail(Status::kErrorCapacityOverflow, "%s: the plane's byte span overflows int64",
+                name);
+  *extent = r.extent;
   return Status::kSuccess;
 }
 
@@ -57,7 +45,6 @@ using Spans = std::array<std::array<int64_t, 2>, kMaxPagePlanes>;
 
 Status check_side(const MovePagesParams& p, const PageSide& side, int64_t entries,
                   const char* name, Spans* spans) {
-  const std::string side_name(name);
   if (side.page_size < 1 || side.page_size > kMaxPageSize)
     return fail(Status::kErrorNotSupported, "%s.page_size = %d: must be in [1, 2^20]", name,
                 side.page_size);
@@ -92,11 +79,12 @@ Status check_side(const MovePagesParams& p, const PageSide& side, int64_t entrie
   *spans = {};
   for (int32_t j = 0; j < p.num_planes; ++j) {
     const PlaneStrides& s = side.planes[j];
-    const std::string plane = side_name + ".planes[" + std::to_string(j) + "]";
+    char plane[32];
+    std::snprintf(plane, sizeof plane, "%s.planes[%d]", name, j);
     if (s.offset < 0 || s.page_stride < 0 || s.token_stride < 0 || s.head_stride < 0)
       return fail(Status::kErrorInvalidArgument,
                   "%s: offset and strides must be >= 0 (got %lld, %lld, %lld, %lld)",
-                  plane.c_str(), ll(s.offset), ll(s.page_stride), ll(s.token_stride),
+                  plane, ll(s.offset), ll(s.page_stride), ll(s.token_stride),
                   ll(s.head_stride));
     int64_t extent = 0;
     CACHESTORE_RETURN_IF_ERROR(

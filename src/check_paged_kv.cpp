@@ -45,22 +45,15 @@ Status check_kv_input(const KvInput& in, const PagedKvParams& p, const char* nam
 Status check_nested_strides(std::array<std::pair<int64_t, int64_t>, 5> dims, int64_t elem_bytes,
                             const PagedKvParams& p, int32_t elements_per_head,
                             const char* name) {
-  std::sort(dims.begin(), dims.end());
-  int64_t extent = 1;  // elements spanned by one element, then by the nested blocks
-  for (const auto& [stride, count] : dims) {
-    if (count <= 1) continue;
-    if (stride < extent)
-      return fail(Status::kErrorInvalidArgument,
-                  "%s: a stride of %lld (over %lld entries) is below the %lld elements the "
-                  "finer dimensions span, so two elements overlap (page_size %d, num_heads %d, "
-                  "%d elements a head)",
-                  name, ll(stride), ll(count), ll(extent), p.page_size, p.num_heads,
-                  elements_per_head);
-    if (!product_fits(count - 1, stride) || extent > INT64_MAX - (count - 1) * stride)
-      return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
-    extent += (count - 1) * stride;
-  }
-  if (!product_fits(extent, elem_bytes))
+  const NestedStrides r = nested_strides(dims);
+  if (r.verdict == NestedStrides::kOverlap)
+    return fail(Status::kErrorInvalidArgument,
+                "%s: a stride of %lld (over %lld entries) is below the %lld elements the "
+                "finer dimensions span, so two elements overlap (page_size %d, num_heads %d, "
+                "%d elements a head)",
+                name, ll(r.stride), ll(r.count), ll(r.extent), p.page_size, p.num_heads,
+                elements_per_head);
+  if (r.verdict == NestedStrides::kOverflow || !product_fits(r.extent, elem_bytes))
     return fail(Status::kErrorCapacityOverflow, "%s: offsets overflow int64", name);
   return Status::kSuccess;
 }

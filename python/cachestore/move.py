@@ -59,16 +59,12 @@ class Pages:
         self.views = [list(layer) for layer in views]
         if not self.views or not self.views[0]:
             raise ValueError("Pages: no views")
-        flat = self.flat
+        self.flat = flat = [v for layer in self.views for v in layer]  # the op's argument
         self.num_planes = len(self.views[0])
         self.plane_bases = None
         if len(self.views) > 1 and flat[0].is_cuda and not _one_stride(self.views):
             self.plane_bases = torch.tensor([v.data_ptr() for v in flat], dtype=torch.int64,
                                             device=flat[0].device)
-
-    @property
-    def flat(self):
-        return [v for layer in self.views for v in layer]
 
     @property
     def num_layers(self):

@@ -87,11 +87,10 @@ Status launch_move_pages(const MovePagesParams& p, const ArchInfo& arch, cudaStr
   a.part_vectors = static_cast<uint32_t>(part_vectors);
   const dim3 grid(static_cast<unsigned>(p.num_entries * parts),
                   static_cast<unsigned>(p.num_layers), static_cast<unsigned>(p.num_planes));
-  if (p.enable_pdl && arch.pdl)
-    return launch_store(kernels::move_pages_kernel<true>, grid, dim3(threads), stream,
-                        std::true_type{}, a);
-  return launch_store(kernels::move_pages_kernel<false>, grid, dim3(threads), stream,
-                      std::false_type{}, a);
+  return with_pdl(use_pdl({p.enable_pdl}, arch), [&](auto pdl) {
+    return launch_store(kernels::move_pages_kernel<decltype(pdl)::value>, grid, dim3(threads),
+                        stream, pdl, a);
+  });
 }
 
 }  // namespace cachestore::detail

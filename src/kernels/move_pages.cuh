@@ -7,7 +7,9 @@
 #include <cuda_runtime.h>
 
 #include "cachestore/move.h"
+#include "detail/guard.h"
 #include "kernels/args.h"
+#include "kernels/core/guard.cuh"
 
 namespace cachestore::kernels {
 
@@ -65,13 +67,15 @@ __device__ __forceinline__ uint8_t* move_plane_base(const MoveSideArgs& s, int32
   return base + s.offset[plane];
 }
 
-// A page id's verdict: usable, or skipped (negative: padding; past the pages: counted by the
-// block that `counts`).
-__device__ __forceinline__ bool move_page_ok(int64_t page, int64_t num_pages, bool counts,
+// The stores' row guard with an entry as the row and its page id as the slot (no reserved
+// id): usable, padding (past n, or a negative id) or out of range (counted where `counts`).
+__device__ __forceinline__ bool move_page_ok(int64_t entry, int64_t n, int64_t page,
+                                             int64_t num_pages, bool counts,
                                              MoveDiagnostics* diagnostics) {
-  if (page >= num_pages && counts && diagnostics != nullptr)
+  const detail::RowVerdict verdict = detail::classify_row(entry, n, page, -1, num_pages);
+  if (verdict == detail::RowVerdict::kOutOfRange && counts && diagnostics != nullptr)
     atomicAdd(&diagnostics->out_of_range_pages, 1ull);
-  return page >= 0 && page < num_pages;
+  return verdict == detail::RowVerdict::kStore;
 }
 
 template <typename Vec>
@@ -79,7 +83,7 @@ __device__ __forceinline__ void move_vectors(const MoveArgs& a, const MovePlaneA
                                              int32_t plane, const uint8_t* src,
                                              uint8_t* dst_base, int64_t dst_page,
                                              uint32_t first_token, int64_t entry,
-                                             uint32_t part) {
+                                             int64_t n, uint32_t part) {
   constexpr int kInFlight = 4;
   const int64_t s_token = a.src.token_stride[plane], s_head = a.src.head_stride[plane];
   const int64_t d_token = a.dst.token_stride[plane], d_head = a.dst.head_stride[plane];
@@ -105,7 +109,7 @@ __device__ __forceinline__ void move_vectors(const MoveArgs& a, const MovePlaneA
         const uint32_t q = a.dst_page.div(token);
         dst_token = token - q * a.dst_page.divisor;
         page = move_page_of(a.dst, entry * a.ratio + q);
-        if (page < 0 || page >= a.dst.num_pages) continue;
+        if (!move_page_ok(entry, n, page, a.dst.num_pages, false, nullptr)) continue;
       }
       const int64_t within = static_cast<int64_t>(c) * sizeof(Vec);
       v[k] = *reinterpret_cast<const Vec*>(src + token * s_token + head * s_head + within);
@@ -120,28 +124,22 @@ __device__ __forceinline__ void move_vectors(const MoveArgs& a, const MovePlaneA
 // grid (entries * parts, layers, planes).
 template <bool kPdl>
 __global__ void __launch_bounds__(256) move_pages_kernel(const MoveArgs a) {
-  if constexpr (kPdl) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cudaGridDependencySynchronize();
-#endif
-  }
+  begin_store<kPdl>(GuardArgs{});  // the stores' PDL prologue, without an early trigger
   const uint32_t entry32 = a.parts.div(blockIdx.x);
   const uint32_t part = blockIdx.x - entry32 * a.parts.divisor;
   const int64_t entry = entry32;
   const int32_t layer = blockIdx.y, plane = blockIdx.z;
-  int64_t n = a.num_entries;
-  if (a.n_ptr != nullptr) {
-    const int32_t real = *a.n_ptr;
-    if (real < 0 && entry == 0 && layer == 0 && plane == 0 && threadIdx.x == 0 &&
-        a.diagnostics != nullptr)
-      atomicAdd(&a.diagnostics->negative_entry_counts, 1ull);
-    n = real < 0 ? 0 : (real < n ? real : n);
-  }
+  // The count as read: the guard needs no clamp (detail/guard.h).
+  const int64_t n = a.n_ptr != nullptr ? *a.n_ptr : a.num_entries;
+  if (n < 0 && blockIdx.x == 0 && layer == 0 && plane == 0 && threadIdx.x == 0 &&
+      a.diagnostics != nullptr)
+    atomicAdd(&a.diagnostics->negative_entry_counts, 1ull);
   if (entry >= n) return;
   // Each entry's ids are counted by the first part of layer 0's plane 0 only.
   const bool counts = layer == 0 && plane == 0 && part == 0;
+  const int64_t src_page = move_page_of(a.src, entry);
   const bool src_ok =
-      move_page_ok(move_page_of(a.src, entry), a.src.num_pages, counts && threadIdx.x == 0,
+      move_page_ok(entry, n, src_page, a.src.num_pages, counts && threadIdx.x == 0,
                    a.diagnostics);
   int64_t dst_page = 0;
   uint32_t first_token = 0;  // of this entry in its destination page (dst_coarser)
@@ -153,12 +151,12 @@ __global__ void __launch_bounds__(256) move_pages_kernel(const MoveArgs a) {
     first_token = within * static_cast<uint32_t>(a.src.page_size);
     dst_page = move_page_of(a.dst, dst_entry);
     // A destination page is counted by the block of its first source entry.
-    if (!move_page_ok(dst_page, a.dst.num_pages, counts && threadIdx.x == 0 && within == 0,
-                      a.diagnostics))
+    if (!move_page_ok(entry, n, dst_page, a.dst.num_pages,
+                      counts && threadIdx.x == 0 && within == 0, a.diagnostics))
       return;
   } else if (counts) {
     for (int32_t k = threadIdx.x; k < a.ratio; k += blockDim.x)
-      move_page_ok(move_page_of(a.dst, entry * a.ratio + k), a.dst.num_pages, true,
+      move_page_ok(entry, n, move_page_of(a.dst, entry * a.ratio + k), a.dst.num_pages, true,
                    a.diagnostics);
   }
   if (!src_ok) return;
@@ -166,19 +164,23 @@ __global__ void __launch_bounds__(256) move_pages_kernel(const MoveArgs a) {
   if (part * a.part_vectors >= static_cast<uint32_t>(a.src.page_size) * shape.per_token.divisor)
     return;  // a smaller plane than the one the parts were sized for
   const uint8_t* src = move_plane_base(a.src, layer, plane, a.num_planes) +
-                       move_page_of(a.src, entry) * a.src.page_stride[plane];
+                       src_page * a.src.page_stride[plane];
   uint8_t* dst = move_plane_base(a.dst, layer, plane, a.num_planes);
+  const auto copy = [&](auto vector) {
+    move_vectors<decltype(vector)>(a, shape, plane, src, dst, dst_page, first_token, entry, n,
+                                   part);
+  };
   switch (shape.vec_log2) {
     case 4:
-      return move_vectors<uint4>(a, shape, plane, src, dst, dst_page, first_token, entry, part);
+      return copy(uint4{});
     case 3:
-      return move_vectors<uint2>(a, shape, plane, src, dst, dst_page, first_token, entry, part);
+      return copy(uint2{});
     case 2:
-      return move_vectors<uint32_t>(a, shape, plane, src, dst, dst_page, first_token, entry, part);
+      return copy(uint32_t{});
     case 1:
-      return move_vectors<uint16_t>(a, shape, plane, src, dst, dst_page, first_token, entry, part);
+      return copy(uint16_t{});
     default:
-      return move_vectors<uint8_t>(a, shape, plane, src, dst, dst_page, first_token, entry, part);
+      return copy(uint8_t{});
   }
 }
 

@@ -94,7 +94,7 @@ cachestore_page_side_t side_struct(const char* name, const std::vector<Tensor>& 
 }
 
 // The CUDA device of the move: every CUDA tensor's (the sides may also be pinned host memory,
-// which the library checks).
+// which the library checks; the other tensors must be CUDA tensors).
 int32_t move_device(const std::vector<Tensor>& src, const std::vector<Tensor>& dst,
                     std::initializer_list<Named> others) {
   int32_t device = -1;
@@ -117,9 +117,7 @@ int32_t move_device(const std::vector<Tensor>& src, const std::vector<Tensor>& d
   for (size_t i = 0; i < dst.size(); ++i) see("dst[" + std::to_string(i) + "]", dst[i], true);
   for (const Named& n : others)
     if (n.tensor != nullptr) see(n.name, *n.tensor, false);
-  if (device < 0)
-    value_error("src and dst are both host memory: move_pages runs on a CUDA device");
-  return device;
+  return device;  // >= 0: the page ids, required before this, are CUDA tensors
 }
 
 void move_pages(std::vector<Tensor> src, std::vector<Tensor> dst, int64_t num_planes,

@@ -41,6 +41,7 @@ where vLLM copies the pairs concurrently, so that a chain (a -> b, b -> c) is we
 import torch
 
 from .. import capi as c
+from .. import move as _move
 from ..torch import _store, ops as _ops
 from ..torch.paged_kv import LAYOUTS as _LAYOUTS
 
@@ -188,7 +189,6 @@ def _pairs(block_mapping, device):
 def swap_blocks(src, dst, block_mapping, *, num_entries_non_padded=None, diagnostics=None):
     """Blocks block_mapping[i, 0] of `src` into block_mapping[i, 1] of `dst` ([num_blocks, ...]
     caches of the same block bytes; one of them may be pinned host memory)."""
-    from .. import move as _move
     device = src.device if src.is_cuda else dst.device
     s, d = _pairs(block_mapping, device)
     _move.move_pages(_move.byte_pages(src), _move.byte_pages(dst), src_page_ids=s,
@@ -200,7 +200,6 @@ def copy_blocks(key_caches, value_caches, block_mapping, *, num_entries_non_padd
                 diagnostics=None):
     """In every layer, blocks block_mapping[i, 0] into block_mapping[i, 1] of its key and value
     caches (lists of one tensor a layer), all layers in one launch each way."""
-    from .. import move as _move
     s, d = _pairs(block_mapping, key_caches[0].device)
     _move.copy_pages(_move.byte_pages(list(key_caches), list(value_caches)), s, d,
                      num_entries_non_padded=num_entries_non_padded, diagnostics=diagnostics)
@@ -208,7 +207,6 @@ def copy_blocks(key_caches, value_caches, block_mapping, *, num_entries_non_padd
 
 def copy_blocks_mla(kv_caches, block_mapping, *, num_entries_non_padded=None, diagnostics=None):
     """copy_blocks for MLA caches: one cache a layer."""
-    from .. import move as _move
     s, d = _pairs(block_mapping, kv_caches[0].device)
     _move.copy_pages(_move.byte_pages(list(kv_caches)), s, d,
                      num_entries_non_padded=num_entries_non_padded, diagnostics=diagnostics)
