@@ -62,7 +62,7 @@ struct ReleasedSizes<cachestore_paged_kv_params_t> {
 
 template <>
 struct ReleasedSizes<cachestore_move_pages_params_t> {
-  static constexpr uint32_t kSizes[] = {424};  // 0.9
+  static constexpr uint32_t kSizes[] = {440};  // 0.9
 };
 
 template <typename T>
@@ -253,6 +253,8 @@ cs::MovePagesParams to_cpp(const cachestore_move_pages_params_t& c) {
   p.src = side_of(c.src);
   p.dst = side_of(c.dst);
   p.enable_pdl = c.enable_pdl != 0;
+  p.checksums = static_cast<uint32_t*>(c.checksums);
+  p.expected_checksums = static_cast<const uint32_t*>(c.expected_checksums);
   return p;
 }
 

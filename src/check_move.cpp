@@ -106,6 +106,9 @@ Status check(const MovePagesParams& p) {
     return fail(Status::kErrorMisalignedOperand, "num_entries_non_padded must be 4-byte aligned");
   if (!detail::aligned_to(p.diagnostics, 8))
     return fail(Status::kErrorMisalignedOperand, "diagnostics must be 8-byte aligned");
+  if (!detail::aligned_to(p.checksums, 4) || !detail::aligned_to(p.expected_checksums, 4))
+    return fail(Status::kErrorMisalignedOperand,
+                "checksums and expected_checksums must be 4-byte aligned");
   if (p.num_layers < 1 || p.num_layers > kMaxMoveLayers)
     return fail(Status::kErrorInvalidArgument, "num_layers = %d: must be in [1, %d]",
                 p.num_layers, kMaxMoveLayers);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <vector>
@@ -141,10 +142,13 @@ class SideBuffers {
 
 // The contract on the host copies: token t < n * Ps from source entry t / Ps to destination
 // entry t / Pd; negative ids skip, ids >= num_pages skip and count once per real entry.
+// `skip(e, l, j)`: a source block the kernel must not write (its checksum differs).
+using SkipBlock = std::function<bool(int64_t, int32_t, int32_t)>;
+
 void reference_move(SideBuffers& src, const SideSpec& ss, const std::vector<int64_t>& src_ids,
                     SideBuffers& dst, const SideSpec& ds, const std::vector<int64_t>& dst_ids,
                     const std::vector<PlaneRows>& rows, int32_t layers, int64_t n,
-                    uint64_t* out_of_range) {
+                    uint64_t* out_of_range, const SkipBlock& skip = nullptr) {
   const int64_t ps = ss.page_size, pd = ds.page_size;
   const auto id = [](const std::vector<int64_t>& ids, int64_t e) {
     return ids.empty() ? e : ids[e];
@@ -158,11 +162,36 @@ void reference_move(SideBuffers& src, const SideSpec& ss, const std::vector<int6
     if (sp < 0 || sp >= ss.num_pages || dp < 0 || dp >= ds.num_pages) continue;
     for (int32_t l = 0; l < layers; ++l)
       for (size_t j = 0; j < rows.size(); ++j)
+        if (!skip || !skip(t / ps, l, static_cast<int32_t>(j)))
         for (int64_t h = 0; h < rows[j].num_heads; ++h)
           for (int64_t b = 0; b < rows[j].row_bytes; ++b)
             *dst.host_byte(l, static_cast<int32_t>(j), dp, t % pd, h, b) =
                 *src.host_byte(l, static_cast<int32_t>(j), sp, t % ps, h, b);
   }
+}
+
+// zlib's CRC-32, bit by bit: the checksums' reference.
+uint32_t crc32_update(uint32_t crc, uint8_t byte) {
+  crc ^= byte;
+  for (int i = 0; i < 8; ++i) crc = (crc & 1u) ? (crc >> 1) ^ 0xEDB88320u : crc >> 1;
+  return crc;
+}
+
+// The CRC-32 of a source block: plane j of layer l of page `page`, its rows in row order.
+uint32_t block_crc(SideBuffers& side, const SideSpec& spec, const PlaneRows& rows, int32_t l,
+                   int32_t j, int64_t page) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (int64_t t = 0; t < spec.page_size; ++t)
+    for (int64_t h = 0; h < rows.num_heads; ++h)
+      for (int64_t b = 0; b < rows.row_bytes; ++b)
+        crc = crc32_update(crc, *side.host_byte(l, j, page, t, h, b));
+  return crc ^ 0xFFFFFFFFu;
+}
+
+TEST(Crc32Reference, CheckValue) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (const char c : std::string("123456789")) crc = crc32_update(crc, static_cast<uint8_t>(c));
+  EXPECT_EQ(crc ^ 0xFFFFFFFFu, 0xCBF43926u);  // the CRC-32 check value
 }
 
 struct MoveCase {
@@ -191,40 +220,115 @@ std::vector<int64_t> page_ids(std::mt19937_64& rng, int64_t count, int64_t num_p
 
 class MovePagesTest : public GpuTest, public ::testing::WithParamInterface<MoveCase> {};
 
+// One padded batch of a case: fresh random ids for each side that has them (host and device),
+// the device count n, and the params of the move over the case's buffers.
+struct CaseBatch {
+  CaseBatch(std::mt19937_64& rng, const MoveCase& c, int64_t n)
+      : src_ids(c.src_ids ? page_ids(rng, c.entries, c.src.num_pages) : std::vector<int64_t>{}),
+        dst_ids(c.dst_ids ? page_ids(rng, c.entries * c.src.page_size / c.dst.page_size,
+                                     c.dst.num_pages)
+                          : std::vector<int64_t>{}),
+        d_src_ids(src_ids.begin(), src_ids.end()),
+        d_dst_ids(dst_ids.begin(), dst_ids.end()),
+        d_n(1, static_cast<int32_t>(n)) {}
+
+  MovePagesParams params(const MoveCase& c, const SideBuffers& src, const SideBuffers& dst,
+                         thrust::device_vector<unsigned long long>& diagnostics) const {
+    MovePagesParams p;
+    p.num_entries = c.entries;
+    p.num_entries_non_padded = thrust::raw_pointer_cast(d_n.data());
+    p.diagnostics =
+        reinterpret_cast<MoveDiagnostics*>(thrust::raw_pointer_cast(diagnostics.data()));
+    p.num_layers = c.layers;
+    p.num_planes = static_cast<int32_t>(c.rows.size());
+    for (size_t j = 0; j < c.rows.size(); ++j) p.rows[j] = c.rows[j];
+    p.src = src.side(src_ids.empty() ? nullptr : thrust::raw_pointer_cast(d_src_ids.data()),
+                     SlotType::kInt64);
+    p.dst = dst.side(dst_ids.empty() ? nullptr : thrust::raw_pointer_cast(d_dst_ids.data()),
+                     SlotType::kInt64);
+    return p;
+  }
+
+  std::vector<int64_t> src_ids, dst_ids;
+  thrust::device_vector<int64_t> d_src_ids, d_dst_ids;
+  thrust::device_vector<int32_t> d_n;
+};
+
 TEST_P(MovePagesTest, WholeDestinationMatchesReference) {
   const MoveCase& c = GetParam();
-  const int64_t dst_entries = c.entries * c.src.page_size / c.dst.page_size;
   SideBuffers src(c.src, c.rows, c.layers), dst(c.dst, c.rows, c.layers);
   for (int64_t n : {c.entries, c.entries - 1, int64_t{1}, int64_t{0}}) {
     src.fill(rng_);
     dst.poison();
-    std::vector<int64_t> sids = c.src_ids ? page_ids(rng_, c.entries, c.src.num_pages)
-                                          : std::vector<int64_t>{};
-    std::vector<int64_t> dids = c.dst_ids ? page_ids(rng_, dst_entries, c.dst.num_pages)
-                                          : std::vector<int64_t>{};
-    thrust::device_vector<int64_t> d_sids(sids.begin(), sids.end());
-    thrust::device_vector<int64_t> d_dids(dids.begin(), dids.end());
-    thrust::device_vector<int32_t> d_n(1, static_cast<int32_t>(n));
+    const CaseBatch batch(rng_, c, n);
     thrust::device_vector<unsigned long long> d_diag(2, 0);
-    MovePagesParams p;
-    p.num_entries = c.entries;
-    p.num_entries_non_padded = thrust::raw_pointer_cast(d_n.data());
-    p.diagnostics = reinterpret_cast<MoveDiagnostics*>(thrust::raw_pointer_cast(d_diag.data()));
-    p.num_layers = c.layers;
-    p.num_planes = static_cast<int32_t>(c.rows.size());
-    for (size_t j = 0; j < c.rows.size(); ++j) p.rows[j] = c.rows[j];
-    p.src = src.side(c.src_ids ? thrust::raw_pointer_cast(d_sids.data()) : nullptr,
-                     SlotType::kInt64);
-    p.dst = dst.side(c.dst_ids ? thrust::raw_pointer_cast(d_dids.data()) : nullptr,
-                     SlotType::kInt64);
-    STORE_ASSERT(move_pages(p, nullptr));
+    STORE_ASSERT(move_pages(batch.params(c, src, dst, d_diag), nullptr));
     CUDA_ASSERT(cudaDeviceSynchronize());
     uint64_t out_of_range = 0;
-    reference_move(src, c.src, sids, dst, c.dst, dids, c.rows, c.layers, n, &out_of_range);
+    reference_move(src, c.src, batch.src_ids, dst, c.dst, batch.dst_ids, c.rows, c.layers, n,
+                   &out_of_range);
     EXPECT_TRUE(dst.matches_device("dst")) << "n = " << n;
     EXPECT_TRUE(src.matches_device("src (unchanged)")) << "n = " << n;
     EXPECT_EQ(static_cast<uint64_t>(d_diag[0]), out_of_range) << "n = " << n;
     EXPECT_EQ(static_cast<uint64_t>(d_diag[1]), 0u);
+  }
+}
+
+// With checksums: first recorded (every real source block's CRC-32, nothing else written), then
+// verified (a block whose expected CRC-32 is changed is not written and is counted; the rest is
+// the plain move's bytes).
+TEST_P(MovePagesTest, ChecksumsRecordedThenVerified) {
+  const MoveCase& c = GetParam();
+  const int32_t planes = static_cast<int32_t>(c.rows.size());
+  const int64_t blocks = c.entries * c.layers * planes;
+  SideBuffers src(c.src, c.rows, c.layers), dst(c.dst, c.rows, c.layers);
+  for (int64_t n : {c.entries, c.entries - 1, int64_t{1}, int64_t{0}}) {
+    src.fill(rng_);
+    const CaseBatch batch(rng_, c, n);
+    const std::vector<int64_t>& sids = batch.src_ids;
+    // Each real block with an in-range source page: its CRC-32; the others keep the poison.
+    constexpr uint32_t kUnwritten = 0xA5A5A5A5u;
+    std::vector<uint32_t> want(blocks, kUnwritten);
+    for (int64_t e = 0; e < n; ++e) {
+      const int64_t page = sids.empty() ? e : sids[e];
+      if (page < 0 || page >= c.src.num_pages) continue;
+      for (int32_t l = 0; l < c.layers; ++l)
+        for (int32_t j = 0; j < planes; ++j)
+          want[(e * c.layers + l) * planes + j] = block_crc(src, c.src, c.rows[j], l, j, page);
+    }
+    // Changed expectations: block 0 and one random block (whichever of them is real counts).
+    std::vector<uint32_t> expected = want;
+    std::vector<bool> changed(blocks, false);
+    for (const int64_t b : {int64_t{0}, static_cast<int64_t>(rng_() % blocks)}) {
+      expected[b] ^= 1u << (rng_() % 32);
+      changed[b] = true;
+    }
+    uint64_t mismatches = 0;
+    for (int64_t b = 0; b < blocks; ++b) mismatches += changed[b] && want[b] != kUnwritten;
+    for (const bool verify : {false, true}) {
+      dst.poison();
+      thrust::device_vector<uint32_t> d_sums(blocks, kUnwritten);
+      thrust::device_vector<uint32_t> d_expected(expected.begin(), expected.end());
+      thrust::device_vector<unsigned long long> d_diag(3, 0);
+      MovePagesParams p = batch.params(c, src, dst, d_diag);
+      p.checksums = thrust::raw_pointer_cast(d_sums.data());
+      if (verify) p.expected_checksums = thrust::raw_pointer_cast(d_expected.data());
+      STORE_ASSERT(move_pages(p, nullptr));
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      uint64_t out_of_range = 0;
+      reference_move(src, c.src, sids, dst, c.dst, batch.dst_ids, c.rows, c.layers, n,
+                     &out_of_range,
+                     [&](int64_t e, int32_t l, int32_t j) {
+                       return verify && changed[(e * c.layers + l) * planes + j];
+                     });
+      const std::string at = "n = " + std::to_string(n) + (verify ? ", verified" : ", recorded");
+      EXPECT_TRUE(dst.matches_device("dst")) << at;
+      EXPECT_TRUE(src.matches_device("src (unchanged)")) << at;
+      std::vector<uint32_t> sums(d_sums.begin(), d_sums.end());
+      EXPECT_EQ(sums, want) << at;
+      EXPECT_EQ(static_cast<uint64_t>(d_diag[0]), out_of_range) << at;
+      EXPECT_EQ(static_cast<uint64_t>(d_diag[2]), verify ? mismatches : 0u) << at;
+    }
   }
 }
 

@@ -396,14 +396,20 @@ typedef struct cachestore_move_pages_params_t {
   int32_t enable_pdl;
   int64_t num_entries;                   /* source entries in the padded batch */
   const int32_t* num_entries_non_padded; /* device [1] or NULL (all real) */
-  void* diagnostics;                     /* device uint64[2] {out_of_range_pages,
-                                            negative_entry_counts} or NULL */
+  void* diagnostics;                     /* device uint64[3] {out_of_range_pages,
+                                            negative_entry_counts, checksum_mismatches} or
+                                            NULL (uint64[2] without expected_checksums) */
   int32_t num_layers;
   int32_t num_planes;
   int32_t num_heads[CACHESTORE_MAX_PAGE_PLANES];
   int32_t row_bytes[CACHESTORE_MAX_PAGE_PLANES];
   cachestore_page_side_t src;
   cachestore_page_side_t dst;            /* num_entries * src.page_size / dst.page_size entries */
+  /* CRC-32 (zlib's) of each block, uint32 [num_entries][num_layers][num_planes], device or
+   * NULL: checksums receives each real source block's; a block whose CRC-32 differs from
+   * expected_checksums is not written and is counted (cachestore/move.h). */
+  void* checksums;
+  const void* expected_checksums;
 } cachestore_move_pages_params_t;
 
 CACHESTORE_EXPORT cachestore_status_t cachestore_move_pages(

@@ -22,6 +22,9 @@
 // HND, P = 64 -> 16), byte for byte. Nothing synchronizes, allocates or copies to the host, so
 // a call can be captured in a CUDA graph; pinned host memory is read and written in place by
 // the kernel (zero copy), which is how one launch moves a whole batch to or from the host.
+// With checksums each block's CRC-32 is computed from the source before the block is written:
+// a gather records them beside its staging buffer, a scatter given them writes only the blocks
+// that still match (a page corrupted in transit is counted, never stored).
 #pragma once
 
 #include <cstdint>
@@ -39,6 +42,9 @@ struct MoveDiagnostics {
   unsigned long long out_of_range_pages;     // real entries whose page id is >= num_pages
                                              // (source or destination; counted once each)
   unsigned long long negative_entry_counts;  // launches that read n < 0 (treated as 0)
+  unsigned long long checksum_mismatches;    // source blocks whose CRC-32 differs from
+                                             // expected_checksums (not written); read and
+                                             // written only when those are given
 };
 
 // What plane j holds per token: the same on both sides of a move.
@@ -79,6 +85,12 @@ struct MovePagesParams {
   PageSide src;                                     // its entries: num_entries
   PageSide dst;  // its entries: num_entries * src.page_size / dst.page_size
   bool enable_pdl = false;                          // as LaunchOptions::enable_pdl
+  // Integrity, a CRC-32 per block (an entry's plane of one layer: its rows in row order, token
+  // then head, as a contiguous staging buffer holds them; zlib's CRC-32, as Python's
+  // zlib.crc32 computes it), indexed (entry * num_layers + layer) * num_planes + plane:
+  uint32_t* checksums = nullptr;  // device, optional: each real source block's, as read
+  const uint32_t* expected_checksums = nullptr;  // device, optional: a source block whose
+                                                 // CRC-32 differs is not written (counted)
 };
 
 // The copy (see above). Refused before anything is launched (the message names the argument):

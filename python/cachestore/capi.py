@@ -137,7 +137,8 @@ class MovePagesParams(_Params):
     _fields_ = [("struct_size", u32), ("enable_pdl", i32), ("num_entries", i64),
                 ("num_entries_non_padded", vp), ("diagnostics", vp), ("num_layers", i32),
                 ("num_planes", i32), ("num_heads", i32 * MAX_PAGE_PLANES),
-                ("row_bytes", i32 * MAX_PAGE_PLANES), ("src", PageSide), ("dst", PageSide)]
+                ("row_bytes", i32 * MAX_PAGE_PLANES), ("src", PageSide), ("dst", PageSide),
+                ("checksums", vp), ("expected_checksums", vp)]
 
 
 class MlaLayoutInfo(_Params):

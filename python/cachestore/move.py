@@ -15,12 +15,23 @@ out_of_range_pages, negative_entry_counts). The sides may differ in page size (o
 other), layout and strides: scatter relayouts byte for byte. Pinned host memory (staging on the
 CPU, `pin_memory=True`) is read and written in place by the kernel; pageable memory is refused.
 Source and destination must not overlap: `copy_pages` moves pages within one cache through a
-staging buffer (every source read before any destination written). Nothing synchronizes or
+staging buffer (every source read before any destination written).
+
+Integrity: `checksums=` (int32 [entries, layers, planes], e.g. from `checksum_buffer`) receives
+the CRC-32 of every real source block (an entry's plane of one layer, its rows in row order:
+zlib's CRC-32, `zlib.crc32` of that block of a contiguous staging buffer, see `host_checksums`);
+with `expected_checksums=` a source block whose CRC-32 differs is not written and is counted in
+`diagnostics[2]` (checksum_mismatches; diagnostics then int64 [3]). A gather with `checksums=`
+and the receiver's scatter with them as `expected_checksums=` never stores a page that changed
+in transit. Nothing synchronizes or
 allocates, so a move can be captured in a CUDA graph (build `Pages` before the capture).
 
 The op is `torch.ops.cachestore.move_pages` (native ops only: torch >= 2.10 with the package's
 extension).
 """
+import ctypes
+import zlib
+
 import torch
 
 from . import torch as _cachestore_torch
@@ -205,11 +216,12 @@ def _ids(page_ids, device):
 
 
 def move_pages(src, dst, *, src_page_ids=None, dst_page_ids=None, num_entries_non_padded=None,
-               diagnostics=None, enable_pdl=False):
+               diagnostics=None, enable_pdl=False, checksums=None, expected_checksums=None):
     """Copies the entries of `src` (Pages) into `dst` (Pages): see the module's docstring.
     src_page_ids / dst_page_ids: device int32 or int64 [entries] (a list is copied to the
     device first: not inside a graph capture), at least one of them; dst's holds
-    entries * src.page_size / dst.page_size ids."""
+    entries * src.page_size / dst.page_size ids. checksums / expected_checksums: CUDA int32
+    [entries, layers, planes] (the module's docstring)."""
     if not _NATIVE:
         raise NotImplementedError(
             "cachestore.move needs the native torch ops (torch >= 2.10 and the package's "
@@ -221,9 +233,31 @@ def move_pages(src, dst, *, src_page_ids=None, dst_page_ids=None, num_entries_no
         torch.ops.cachestore.move_pages(
             src.flat, dst.flat, src.num_planes, _ids(src_page_ids, device),
             _ids(dst_page_ids, device), num_entries_non_padded, diagnostics, enable_pdl,
-            src.plane_bases, dst.plane_bases)
+            src.plane_bases, dst.plane_bases, checksums, expected_checksums)
     except (ValueError, RuntimeError) as e:
         reraise(e)
+
+
+def checksum_buffer(pages, entries, *, device=None):
+    """A zeroed int32 [entries, layers, planes] for move_pages' checksums (on pages' device)."""
+    if device is None:
+        device = next((v.device for v in pages.flat if v.is_cuda), None)
+    return torch.zeros((entries, pages.num_layers, pages.num_planes), dtype=torch.int32,
+                       device=device)
+
+
+def host_checksums(pages, entries=None):
+    """The CRC-32 (zlib.crc32) of each block of the first `entries` entries of `pages` (a side on
+    the CPU, e.g. a staging buffer received from another process), computed on the host: int32
+    [entries, layers, planes], comparable with move_pages' checksums."""
+    entries = pages.num_pages if entries is None else entries
+    out = torch.empty((entries, pages.num_layers, pages.num_planes), dtype=torch.int64)
+    for e in range(entries):
+        for l, layer in enumerate(pages.views):
+            for j, view in enumerate(layer):
+                block = view[e].cpu().contiguous()
+                out[e, l, j] = zlib.crc32(ctypes.string_at(block.data_ptr(), block.numel()))
+    return torch.where(out >= 2**31, out - 2**32, out).to(torch.int32)
 
 
 def gather_pages(cache, page_ids, staging_pages_, **options):
@@ -259,4 +293,4 @@ def copy_pages(cache, src_page_ids, dst_page_ids, *, buffer=None, **options):
 
 
 __all__ = ["Pages", "paged_kv", "byte_pages", "staging", "staging_pages", "move_pages",
-           "gather_pages", "scatter_pages", "copy_pages"]
+           "gather_pages", "scatter_pages", "copy_pages", "checksum_buffer", "host_checksums"]

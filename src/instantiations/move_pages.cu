@@ -72,11 +72,17 @@ Status launch_move_pages(const MovePagesParams& p, const ArchInfo& arch, cudaStr
   }
   const int32_t threads =
       static_cast<int32_t>(std::min<int64_t>(256, (most_vectors + 31) / 32 * 32));
+  a.checksums = p.checksums;
+  a.expected_checksums = p.expected_checksums;
+  const bool checksummed = p.checksums != nullptr || p.expected_checksums != nullptr;
   // A part of an entry is four vectors a thread (one round of loads in flight), or one where
   // the batch would not give every SM two blocks: a small batch is then one round of loads.
+  // With checksums a block takes a whole plane of an entry (its CRC before its copy).
   const int64_t blocks = p.num_entries * p.num_layers * p.num_planes;
   int64_t part_vectors = int64_t{threads} * 4;
-  if (blocks * ((most_vectors + part_vectors - 1) / part_vectors) < 2 * arch.sm_count)
+  if (checksummed)
+    part_vectors = most_vectors;
+  else if (blocks * ((most_vectors + part_vectors - 1) / part_vectors) < 2 * arch.sm_count)
     part_vectors = threads;
   const int64_t parts = (most_vectors + part_vectors - 1) / part_vectors;
   if (p.num_entries * parts > 0x7fffffff)
@@ -87,6 +93,16 @@ Status launch_move_pages(const MovePagesParams& p, const ArchInfo& arch, cudaStr
   a.part_vectors = static_cast<uint32_t>(part_vectors);
   const dim3 grid(static_cast<unsigned>(p.num_entries * parts),
                   static_cast<unsigned>(p.num_layers), static_cast<unsigned>(p.num_planes));
+  if (checksummed) {
+    for (int32_t j = 0; j < p.num_planes; ++j)
+      a.crc[j] = kernels::crc32::block_constants(
+          static_cast<uint32_t>(p.src.page_size) * a.planes[j].per_token.divisor,
+          1u << a.planes[j].vec_log2, static_cast<uint32_t>(threads));
+    return with_pdl(use_pdl({p.enable_pdl}, arch), [&](auto pdl) {
+      return launch_store(kernels::move_pages_checksum_kernel<decltype(pdl)::value>, grid,
+                          dim3(threads), stream, pdl, a);
+    });
+  }
   return with_pdl(use_pdl({p.enable_pdl}, arch), [&](auto pdl) {
     return launch_store(kernels::move_pages_kernel<decltype(pdl)::value>, grid, dim3(threads),
                         stream, pdl, a);

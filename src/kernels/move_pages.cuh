@@ -1,6 +1,7 @@
 // move_pages: a block copies one part of one source entry's tokens of one layer and one plane
 // (the entry split into `parts` where the batch is too small to fill the device), the widest
-// vector the plane allows, up to four vectors in flight a thread.
+// vector the plane allows, up to four vectors in flight a thread. With checksums a block takes
+// a whole entry's plane: its CRC-32 first, then (if it matches) the copy.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include "cachestore/move.h"
 #include "detail/guard.h"
 #include "kernels/args.h"
+#include "kernels/core/crc32.cuh"
 #include "kernels/core/guard.cuh"
 
 namespace cachestore::kernels {
@@ -51,6 +53,9 @@ struct MoveArgs {
   int64_t num_entries;
   const int32_t* n_ptr;
   MoveDiagnostics* diagnostics;
+  uint32_t* checksums;                  // [entries, layers, planes] or nullptr
+  const uint32_t* expected_checksums;   // [entries, layers, planes] or nullptr
+  crc32::BlockConstants crc[kMaxPagePlanes];  // the checksum kernel's, a plane each
 };
 
 __device__ __forceinline__ int64_t move_page_of(const MoveSideArgs& s, int64_t entry) {
@@ -121,67 +126,157 @@ __device__ __forceinline__ void move_vectors(const MoveArgs& a, const MovePlaneA
   }
 }
 
+// One source entry's verdicts in one block: its source page, and where its tokens go.
+struct MoveEntry {
+  int64_t src_page;
+  int64_t dst_page;      // dst_coarser: the destination page
+  uint32_t first_token;  // dst_coarser: the entry's first token in it
+  bool src_ok;
+  bool dst_ok;           // dst_coarser: the destination page is usable (else per page)
+};
+
+// The entry's guard (block-uniform): the count, the ids, the diagnostics. Each entry's ids are
+// counted by the first part of layer 0's plane 0 only, a destination page by the block of its
+// first source entry.
+__device__ __forceinline__ MoveEntry move_entry(const MoveArgs& a, uint32_t entry32, int64_t n,
+                                                bool counts) {
+  const int64_t entry = entry32;
+  MoveEntry e{};
+  e.src_page = move_page_of(a.src, entry);
+  e.src_ok = move_page_ok(entry, n, e.src_page, a.src.num_pages, counts && threadIdx.x == 0,
+                          a.diagnostics);
+  e.dst_ok = true;
+  if (a.dst_coarser) {
+    // 32-bit: entries are below 2^31 (the grid), and a 64-bit division is a call.
+    const uint32_t ratio = static_cast<uint32_t>(a.ratio);
+    const uint32_t dst_entry = entry32 / ratio;
+    const uint32_t within = entry32 - dst_entry * ratio;
+    e.first_token = within * static_cast<uint32_t>(a.src.page_size);
+    e.dst_page = move_page_of(a.dst, dst_entry);
+    e.dst_ok = move_page_ok(entry, n, e.dst_page, a.dst.num_pages,
+                            counts && threadIdx.x == 0 && within == 0, a.diagnostics);
+  } else if (counts) {
+    for (int32_t k = threadIdx.x; k < a.ratio; k += blockDim.x)
+      move_page_ok(entry, n, move_page_of(a.dst, entry * a.ratio + k), a.dst.num_pages, true,
+                   a.diagnostics);
+  }
+  return e;
+}
+
+// The count as read (the guard needs no clamp, detail/guard.h); a negative one is counted once.
+__device__ __forceinline__ int64_t move_count(const MoveArgs& a) {
+  const int64_t n = a.n_ptr != nullptr ? *a.n_ptr : a.num_entries;
+  if (n < 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0 &&
+      a.diagnostics != nullptr)
+    atomicAdd(&a.diagnostics->negative_entry_counts, 1ull);
+  return n;
+}
+
+// f(Vec{}) with the plane's vector type.
+template <typename F>
+__device__ __forceinline__ void with_vector(int32_t vec_log2, F&& f) {
+  switch (vec_log2) {
+    case 4:
+      return f(uint4{});
+    case 3:
+      return f(uint2{});
+    case 2:
+      return f(uint32_t{});
+    case 1:
+      return f(uint16_t{});
+    default:
+      return f(uint8_t{});
+  }
+}
+
 // grid (entries * parts, layers, planes).
 template <bool kPdl>
 __global__ void __launch_bounds__(256) move_pages_kernel(const MoveArgs a) {
   begin_store<kPdl>(GuardArgs{});  // the stores' PDL prologue, without an early trigger
   const uint32_t entry32 = a.parts.div(blockIdx.x);
   const uint32_t part = blockIdx.x - entry32 * a.parts.divisor;
-  const int64_t entry = entry32;
   const int32_t layer = blockIdx.y, plane = blockIdx.z;
-  // The count as read: the guard needs no clamp (detail/guard.h).
-  const int64_t n = a.n_ptr != nullptr ? *a.n_ptr : a.num_entries;
-  if (n < 0 && blockIdx.x == 0 && layer == 0 && plane == 0 && threadIdx.x == 0 &&
-      a.diagnostics != nullptr)
-    atomicAdd(&a.diagnostics->negative_entry_counts, 1ull);
-  if (entry >= n) return;
-  // Each entry's ids are counted by the first part of layer 0's plane 0 only.
-  const bool counts = layer == 0 && plane == 0 && part == 0;
-  const int64_t src_page = move_page_of(a.src, entry);
-  const bool src_ok =
-      move_page_ok(entry, n, src_page, a.src.num_pages, counts && threadIdx.x == 0,
-                   a.diagnostics);
-  int64_t dst_page = 0;
-  uint32_t first_token = 0;  // of this entry in its destination page (dst_coarser)
-  if (a.dst_coarser) {
-    // 32-bit: entries are below 2^31 (the grid), and a 64-bit division is a call.
-    const uint32_t ratio = static_cast<uint32_t>(a.ratio);
-    const uint32_t dst_entry = entry32 / ratio;
-    const uint32_t within = entry32 - dst_entry * ratio;
-    first_token = within * static_cast<uint32_t>(a.src.page_size);
-    dst_page = move_page_of(a.dst, dst_entry);
-    // A destination page is counted by the block of its first source entry.
-    if (!move_page_ok(entry, n, dst_page, a.dst.num_pages,
-                      counts && threadIdx.x == 0 && within == 0, a.diagnostics))
-      return;
-  } else if (counts) {
-    for (int32_t k = threadIdx.x; k < a.ratio; k += blockDim.x)
-      move_page_ok(entry, n, move_page_of(a.dst, entry * a.ratio + k), a.dst.num_pages, true,
-                   a.diagnostics);
-  }
-  if (!src_ok) return;
+  const int64_t n = move_count(a);
+  if (entry32 >= n) return;
+  const MoveEntry e = move_entry(a, entry32, n, layer == 0 && plane == 0 && part == 0);
+  if (!e.src_ok || !e.dst_ok) return;
   const MovePlaneArgs shape = a.planes[plane];
   if (part * a.part_vectors >= static_cast<uint32_t>(a.src.page_size) * shape.per_token.divisor)
     return;  // a smaller plane than the one the parts were sized for
   const uint8_t* src = move_plane_base(a.src, layer, plane, a.num_planes) +
-                       src_page * a.src.page_stride[plane];
+                       e.src_page * a.src.page_stride[plane];
   uint8_t* dst = move_plane_base(a.dst, layer, plane, a.num_planes);
-  const auto copy = [&](auto vector) {
-    move_vectors<decltype(vector)>(a, shape, plane, src, dst, dst_page, first_token, entry, n,
-                                   part);
-  };
-  switch (shape.vec_log2) {
-    case 4:
-      return copy(uint4{});
-    case 3:
-      return copy(uint2{});
-    case 2:
-      return copy(uint32_t{});
-    case 1:
-      return copy(uint16_t{});
-    default:
-      return copy(uint8_t{});
+  with_vector(shape.vec_log2, [&](auto vector) {
+    move_vectors<decltype(vector)>(a, shape, plane, src, dst, e.dst_page, e.first_token,
+                                   entry32, n, part);
+  });
+}
+
+// The CRC-32 of one block's source rows, in row order (token, head, byte), to every thread:
+// thread i folds vectors [i * rounds, (i + 1) * rounds) of the block padded at its front.
+template <typename Vec>
+__device__ uint32_t move_block_crc(const MoveArgs& a, const MovePlaneArgs& shape, int32_t plane,
+                                   const uint8_t* src, const crc32::Tables& tables,
+                                   uint32_t* warp_parts) {
+  constexpr int kInFlight = 4;
+  const crc32::BlockConstants& k = a.crc[plane];
+  const int64_t s_token = a.src.token_stride[plane], s_head = a.src.head_stride[plane];
+  const int64_t first = static_cast<int64_t>(threadIdx.x) * k.rounds - k.front;
+  uint32_t part = 0;
+  for (uint32_t round = 0; round < k.rounds; round += kInFlight) {
+    Vec v[kInFlight];
+    bool real[kInFlight];
+#pragma unroll
+    for (int r = 0; r < kInFlight; ++r) {
+      const int64_t i = first + round + r;  // negative: a padding vector (zeros)
+      real[r] = round + r < k.rounds && i >= 0;
+      if (!real[r]) continue;
+      const uint32_t at = static_cast<uint32_t>(i);
+      const uint32_t token = shape.per_token.div(at);
+      const uint32_t rest = at - token * shape.per_token.divisor;
+      const uint32_t head = shape.per_row.div(rest);
+      const uint32_t c = rest - head * shape.per_row.divisor;
+      v[r] = *reinterpret_cast<const Vec*>(src + token * s_token + head * s_head +
+                                           static_cast<int64_t>(c) * sizeof(Vec));
+    }
+#pragma unroll
+    for (int r = 0; r < kInFlight; ++r)
+      if (real[r]) part = crc32::update(tables, part, v[r]);
   }
+  return crc32::combine_block(part, k, warp_parts);
+}
+
+// With checksums: one block an entry, layer and plane (grid (entries, layers, planes)); the
+// source rows are read and checksummed before anything is written, then copied if they match.
+template <bool kPdl>
+__global__ void __launch_bounds__(256) move_pages_checksum_kernel(const MoveArgs a) {
+  __shared__ crc32::Tables tables;
+  __shared__ uint32_t warp_parts[8];
+  begin_store<kPdl>(GuardArgs{});
+  const uint32_t entry32 = blockIdx.x;
+  const int32_t layer = blockIdx.y, plane = blockIdx.z;
+  const int64_t n = move_count(a);
+  if (entry32 >= n) return;
+  const MoveEntry e = move_entry(a, entry32, n, layer == 0 && plane == 0);
+  if (!e.src_ok) return;
+  const MovePlaneArgs shape = a.planes[plane];
+  const uint8_t* src = move_plane_base(a.src, layer, plane, a.num_planes) +
+                       e.src_page * a.src.page_stride[plane];
+  uint8_t* dst = move_plane_base(a.dst, layer, plane, a.num_planes);
+  crc32::build_tables(tables);
+  with_vector(shape.vec_log2, [&](auto vector) {
+    using Vec = decltype(vector);
+    const uint32_t crc = move_block_crc<Vec>(a, shape, plane, src, tables, warp_parts);
+    const int64_t block = (static_cast<int64_t>(entry32) * gridDim.y + layer) * gridDim.z + plane;
+    if (a.checksums != nullptr && threadIdx.x == 0) a.checksums[block] = crc;
+    if (a.expected_checksums != nullptr && crc != a.expected_checksums[block]) {
+      if (threadIdx.x == 0 && a.diagnostics != nullptr)
+        atomicAdd(&a.diagnostics->checksum_mismatches, 1ull);
+      return;
+    }
+    if (e.dst_ok) move_vectors<Vec>(a, shape, plane, src, dst, e.dst_page, e.first_token,
+                                    entry32, n, 0);
+  });
 }
 
 }  // namespace cachestore::kernels

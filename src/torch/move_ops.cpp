@@ -123,7 +123,8 @@ int32_t move_device(const std::vector<Tensor>& src, const std::vector<Tensor>& d
 void move_pages(std::vector<Tensor> src, std::vector<Tensor> dst, int64_t num_planes,
                 OptTensor src_page_ids, OptTensor dst_page_ids,
                 OptTensor num_entries_non_padded, OptTensor diagnostics, bool enable_pdl,
-                OptTensor src_plane_bases, OptTensor dst_plane_bases) {
+                OptTensor src_plane_bases, OptTensor dst_plane_bases, OptTensor checksums,
+                OptTensor expected_checksums) {
   if (num_planes < 1 || num_planes > CACHESTORE_MAX_PAGE_PLANES)
     value_error("num_planes = " + std::to_string(num_planes) + ": must be in [1, " +
                 std::to_string(CACHESTORE_MAX_PAGE_PLANES) + "]");
@@ -164,22 +165,40 @@ void move_pages(std::vector<Tensor> src, std::vector<Tensor> dst, int64_t num_pl
     if (num_entries_non_padded->size(0) != 1)
       value_error("num_entries_non_padded must hold one int32");
   }
+  const int64_t counters = expected_checksums.has_value() ? 3 : 2;
   if (diagnostics.has_value()) {
     check_tensor("diagnostics", *diagnostics, {ScalarType::Long}, {1});
-    if (diagnostics->size(0) < 2 || diagnostics->stride(0) != 1)
-      value_error("diagnostics must be a contiguous int64 tensor of at least 2 counters");
+    if (diagnostics->size(0) < counters || diagnostics->stride(0) != 1)
+      value_error("diagnostics must be a contiguous int64 tensor of at least " +
+                  std::to_string(counters) + " counters" +
+                  (counters == 3 ? " (checksum_mismatches with expected_checksums)" : ""));
+  }
+  const int64_t blocks =
+      p.num_entries * static_cast<int64_t>(src.size());  // entries x layers x planes
+  for (const Named& n : {named("checksums", checksums),
+                         named("expected_checksums", expected_checksums)}) {
+    if (n.tensor == nullptr) continue;
+    check_tensor(n.name, *n.tensor, {ScalarType::Int}, {1, 2, 3});
+    if (n.tensor->numel() != blocks || !n.tensor->is_contiguous())
+      value_error(std::string(n.name) + " must be a contiguous int32 tensor of " +
+                  std::to_string(blocks) + " elements (entries " +
+                  std::to_string(p.num_entries) + " x layers x planes), got " +
+                  tuple_string(n.tensor->sizes()));
   }
   const int32_t device =
       move_device(src, dst,
                   {named("src_page_ids", src_page_ids), named("dst_page_ids", dst_page_ids),
                    named("num_entries_non_padded", num_entries_non_padded),
                    named("diagnostics", diagnostics), named("src_plane_bases", src_plane_bases),
-                   named("dst_plane_bases", dst_plane_bases)});
+                   named("dst_plane_bases", dst_plane_bases), named("checksums", checksums),
+                   named("expected_checksums", expected_checksums)});
   p.num_layers = static_cast<int32_t>(src.size() / num_planes);
   p.num_planes = static_cast<int32_t>(num_planes);
   p.num_entries_non_padded = static_cast<const int32_t*>(ptr(num_entries_non_padded));
   p.diagnostics = const_cast<void*>(ptr(diagnostics));
   p.enable_pdl = enable_pdl ? 1 : 0;
+  p.checksums = const_cast<void*>(ptr(checksums));
+  p.expected_checksums = ptr(expected_checksums);
   launch(cachestore_move_pages, p, device);
 }
 
@@ -192,7 +211,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(cachestore, m) {
   m.def("move_pages(Tensor[] src, Tensor(a!)[] dst, int num_planes, Tensor? src_page_ids=None, "
         "Tensor? dst_page_ids=None, Tensor? num_entries_non_padded=None, "
         "Tensor(b!)? diagnostics=None, bool enable_pdl=False, Tensor? src_plane_bases=None, "
-        "Tensor? dst_plane_bases=None) -> ()");
+        "Tensor? dst_plane_bases=None, Tensor(c!)? checksums=None, "
+        "Tensor? expected_checksums=None) -> ()");
 }
 void move_kernels(Library& m) { m.impl("move_pages", TORCH_BOX(&move_pages)); }
 CACHESTORE_TORCH_KERNELS(move_kernels)
