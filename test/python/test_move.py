@@ -68,3 +68,41 @@ def test_op_refusals_name_the_argument():
         mv.move_pages(cache, other, src_page_ids=ids, dst_page_ids=ids)
     with pytest.raises(ValueError, match="src has 1 planes a layer, dst 2"):
         mv.move_pages(cache, mv.paged_kv(k, k), src_page_ids=ids)
+
+
+def test_checksum_refusals_and_host_checksums():
+    k = torch.zeros(10, 16, 4, 64, dtype=torch.bfloat16)
+    cache = mv.paged_kv([k, k.clone()])
+    buffer, stage = mv.staging(cache, 3, device="cpu")
+    buffer.view(-1)[:: 7] = 5
+    sums = mv.host_checksums(stage)  # zlib.crc32 of each block, as the kernel computes them
+    assert sums.shape == (3, 2, 1) and sums.dtype == torch.int32
+    import zlib
+    block = bytes(buffer[2, 1].tolist())
+    assert int(sums[2, 1, 0]) & 0xFFFFFFFF == zlib.crc32(block)
+    if not NATIVE:
+        return
+    ids = torch.tensor([0, 1, 2])
+    with pytest.raises(TypeError, match=r"checksums.dtype is torch.int64"):
+        mv.move_pages(cache, stage, src_page_ids=ids, checksums=sums.long())
+    with pytest.raises(ValueError, match=r"expected_checksums must be a contiguous int32 tensor "
+                       r"of 6 elements"):
+        mv.move_pages(cache, stage, src_page_ids=ids, expected_checksums=sums[:2])
+    with pytest.raises(ValueError, match=r"diagnostics must be a contiguous int64 tensor of at "
+                       r"least 3 counters \(checksum_mismatches"):
+        mv.move_pages(cache, stage, src_page_ids=ids, expected_checksums=sums,
+                      diagnostics=torch.zeros(2, dtype=torch.int64))
+
+
+def test_sglang_transfer_refusals():
+    from cachestore.compat import sglang_kvcacheio as io
+    k = [torch.zeros(8, 2, 64, dtype=torch.bfloat16) for _ in range(2)]
+    idx = torch.tensor([0, 1])
+    with pytest.raises(TypeError, match="src_k_layers: pass the layers' tensors as a list"):
+        io.transfer_kv_all_layer(torch.tensor([1, 2]), k, k, k, idx, idx, 256, 2)
+    with pytest.raises(ValueError, match="dst_k_layers has 2 layers; num_layers = 3"):
+        io.transfer_kv_all_layer(k + [k[0]], k, k + [k[0]], k, idx, idx, 256, 3)
+    with pytest.raises(TypeError, match=r"src_indices.dtype is torch.int32"):
+        io.transfer_kv_per_layer(k[0], k[1], k[0], k[1], idx.int(), idx, 256)
+    with pytest.raises(ValueError, match="src_k: layout_dim = 256 bytes a slot holds no layer 1"):
+        io.transfer_kv_per_layer_pf_lf(k[0], k[1], k[0], k[1], idx, idx, 1, 256, 256)

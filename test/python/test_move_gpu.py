@@ -149,6 +149,62 @@ def test_padded_graph_replay_and_out_of_range_ids_counted():
         assert diag.tolist() == [1 if real > 2 else 0, 0], real
 
 
+def test_checksums_are_zlib_crc32_and_a_corrupted_page_is_never_scattered():
+    layers, pages, P, H, D = 2, 20, 16, 4, 64
+    k = [rand_bytes(pages, P, H, D, dtype=torch.bfloat16) for _ in range(layers)]
+    v = [rand_bytes(pages, P, H, D, dtype=torch.bfloat16) for _ in range(layers)]
+    src = mv.paged_kv(k, v)
+    ids = torch.tensor([7, 2, -1, 19, 11], device=DEV)  # -1: padding
+    n = torch.tensor([4], dtype=torch.int32, device=DEV)  # the last entry is past the count
+    buf, stage = mv.staging(src, len(ids), pin_memory=True)
+    sums = mv.checksum_buffer(src, len(ids))
+    sums.fill_(0x5A5A5A5A)
+    mv.gather_pages(src, ids, stage, num_entries_non_padded=n, checksums=sums)
+    torch.cuda.synchronize()
+    on_host = mv.host_checksums(stage)  # zlib.crc32 of each staging block
+    for e in range(len(ids)):
+        real = e < 4 and int(ids[e]) >= 0
+        assert torch.equal(sums[e].cpu(), on_host[e] if real else torch.full_like(on_host[e],
+                           0x5A5A5A5A)), e
+    # In transit, one byte of entry 3's layer 1 V plane changes.
+    plane_bytes = P * H * D * 2
+    buf[3, 1, plane_bytes + 100] ^= 0x10
+    out_k = [torch.full_like(t, 0).view(torch.uint8).fill_(0xEE).view(t.dtype) for t in k]
+    out_v = [torch.full_like(t, 0).view(torch.uint8).fill_(0xEE).view(t.dtype) for t in v]
+    dst = mv.paged_kv(out_k, out_v, layout="nhd")
+    back = torch.tensor([0, 1, 2, 3, 4], device=DEV)
+    diag = torch.zeros(3, dtype=torch.int64, device=DEV)
+    mv.scatter_pages(stage, dst, back, num_entries_non_padded=n, diagnostics=diag,
+                     expected_checksums=sums)
+    torch.cuda.synchronize()
+    # Refused: the corrupted block, and entry 2's four blocks (the gather skipped its padding
+    # id, so its staging holds no page and its checksums were never written).
+    assert diag.tolist() == [0, 0, 5]
+    for l in range(layers):
+        for got, cache, plane in ((out_k[l], k[l], 0), (out_v[l], v[l], 1)):
+            want = torch.full_like(got.view(torch.uint8), 0xEE)
+            for e in range(4):
+                page = int(ids[e])
+                if page >= 0 and not (e == 3 and l == 1 and plane == 1):
+                    want[e] = cache[page].view(torch.uint8)
+            assert torch.equal(got.view(torch.uint8), want), (l, plane)
+
+
+def test_two_process_transfer_through_torch_distributed():
+    """examples/python/pd_transfer.py: a prefill process gathers a request's pages with checksums
+    into pinned host staging, sends them over gloo; the decode process scatters them into a cache
+    of another page size and layout, verified; one page corrupted in transit is refused."""
+    import os
+    import subprocess
+    import sys
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python",
+                          "pd_transfer.py")
+    r = subprocess.run([sys.executable, script, "--backend", "gloo", "--corrupt"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "decode cache equals the reference" in r.stdout, r.stdout + r.stderr
+
+
 def test_copy_pages_reads_every_source_before_writing():
     pages, P, H, D = 10, 16, 2, 64
     k = rand_bytes(pages, P, H, D, dtype=torch.bfloat16)
@@ -221,3 +277,120 @@ def test_vllm_copy_blocks_every_layer_in_a_defined_order(mla):
     if mla:
         for i, t in enumerate(values):
             assert same_bytes(t, before[layers + i])
+
+
+def test_sglang_hicache_transfers_device_to_page_first_host_and_back():
+    """compat.sglang_kvcacheio against SGLang's addressing (slot i of layer l at i * item_size in
+    a layer's buffer, at i * layout_dim + l * item_size in a page-first buffer), the whole
+    destination compared; a slot past its buffer skipped and counted, -1 skipped."""
+    from cachestore.compat import sglang_kvcacheio as io
+    layers, slots, host_slots, H, D = 3, 64, 40, 2, 64
+    item = H * D * 2
+    k = [rand_bytes(slots, H, D, dtype=torch.bfloat16) for _ in range(layers)]
+    v = [rand_bytes(slots, H, D, dtype=torch.bfloat16) for _ in range(layers)]
+    host_k = torch.zeros(host_slots, layers, H, D, dtype=torch.bfloat16, pin_memory=True)
+    host_v = torch.zeros_like(host_k).pin_memory()
+    src_idx = torch.tensor([5, 63, 0, 17, 70, 9], device=DEV)   # 70: past the device buffers
+    dst_idx = torch.tensor([0, 39, -1, 12, 3, 20], device=DEV)  # -1: skipped
+    diag = torch.zeros(2, dtype=torch.int64, device=DEV)
+    io.transfer_kv_all_layer_lf_pf(k, host_k, v, host_v, src_idx, dst_idx, item,
+                                   layers * item, layers, diagnostics=diag)
+    torch.cuda.synchronize()
+    want_k, want_v = torch.zeros_like(host_k), torch.zeros_like(host_v)
+    for s, d in zip(src_idx.tolist(), dst_idx.tolist()):
+        if 0 <= s < slots and d >= 0:
+            for l in range(layers):
+                want_k[d, l], want_v[d, l] = k[l][s].cpu(), v[l][s].cpu()
+    assert same_bytes(host_k, want_k) and same_bytes(host_v, want_v)
+    assert diag.tolist() == [1, 0]
+    # Back, one layer from the page-first host buffer into fresh device buffers, then all layers
+    # device to device, and the MLA forms (one buffer).
+    back_k = [torch.zeros_like(t) for t in k]
+    back_v = [torch.zeros_like(t) for t in v]
+    idx_h = torch.tensor([0, 39, 12, 20], device=DEV)
+    idx_d = torch.tensor([1, 2, 3, 4], device=DEV)
+    io.transfer_kv_per_layer_pf_lf(host_k, back_k[1], host_v, back_v[1], idx_h, idx_d, 1, item,
+                                   layers * item)
+    torch.cuda.synchronize()
+    want = torch.zeros_like(back_k[1])
+    want[idx_d.cpu()] = host_k[idx_h.cpu(), 1].to(DEV)
+    assert same_bytes(back_k[1], want)
+    assert same_bytes(back_v[1][idx_d], host_v[idx_h.cpu(), 1].to(DEV))
+    assert torch.count_nonzero(back_k[0].view(torch.uint8)) == 0
+    io.transfer_kv_all_layer(k, back_k, v, back_v, idx_d, idx_h, item, layers)
+    torch.cuda.synchronize()
+    for l in range(layers):
+        assert same_bytes(back_k[l][idx_h], k[l][idx_d]) and same_bytes(back_v[l][idx_h],
+                                                                         v[l][idx_d])
+    mla = [rand_bytes(slots, 576, dtype=torch.bfloat16) for _ in range(layers)]
+    host = torch.zeros(host_slots, layers, 576, dtype=torch.bfloat16, pin_memory=True)
+    io.transfer_kv_all_layer_mla_lf_pf(mla, host, idx_d, idx_h, 1152, layers * 1152, layers)
+    out = torch.zeros_like(mla[2])
+    io.transfer_kv_per_layer_mla_pf_lf(host, out, idx_h, idx_d, 2, 1152, layers * 1152)
+    torch.cuda.synchronize()
+    assert same_bytes(out[idx_d], mla[2][idx_d])
+    assert torch.count_nonzero(out.view(torch.uint8)) == \
+        torch.count_nonzero(mla[2][idx_d].view(torch.uint8))
+    with pytest.raises(TypeError, match="src_k_layers: pass the layers' tensors as a list"):
+        ptrs = torch.tensor([t.data_ptr() for t in k], dtype=torch.int64, device=DEV)
+        io.transfer_kv_all_layer(ptrs, ptrs, ptrs, ptrs, idx_d, idx_h, item, layers)
+
+
+def _vllm_sequence_reference(src, block_table, cu, seqs, starts, tokens):
+    """vLLM's kernels' rule on the host: token t of sequence seqs[t] at position t - cu[seq]
+    (+ starts[seq]) in its blocks; None where it has no cache row."""
+    bs = src.shape[1]
+    out = []
+    for t in range(tokens):
+        b = int(seqs[t])
+        pos = t - int(cu[b]) + (int(starts[b]) if starts is not None else 0)
+        if t >= int(cu[b + 1]):
+            out.append(None)
+            continue
+        block = int(block_table[b, pos // bs])
+        out.append(src[block, pos % bs] if 0 <= block < src.shape[0] else None)
+    return out
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8", "fp8_e5m2"])
+def test_vllm_gather_and_maybe_dequant_cache_and_cp_gather_cache(kv_cache_dtype):
+    from cachestore.compat import vllm
+    blocks, bs, E = 24, 16, 576
+    cache_dtype = torch.bfloat16 if kv_cache_dtype == "auto" else torch.uint8
+    src = rand_bytes(blocks, bs, E, dtype=cache_dtype)
+    block_table = torch.tensor([[3, 7, 1, 0], [5, 30, 2, 0], [9, 11, 4, 6]], dtype=torch.int32,
+                               device=DEV)  # 30: past the cache
+    lens = [20, 35, 9]
+    cu = torch.tensor([0, 20, 55, 64], dtype=torch.int32, device=DEV)
+    starts = torch.tensor([4, 0, 17], dtype=torch.int32, device=DEV)
+    tokens = 64
+    seqs = torch.repeat_interleave(torch.arange(3, device=DEV, dtype=torch.int32),
+                                   torch.tensor(lens, device=DEV))
+    scale = torch.tensor([0.37], dtype=torch.float32, device=DEV)
+    dst = torch.full((tokens + 6, E), -7.0, dtype=torch.bfloat16, device=DEV)
+    diag = torch.zeros(2, dtype=torch.int64, device=DEV)
+    vllm.gather_and_maybe_dequant_cache(src, dst, block_table, cu, seqs, tokens, kv_cache_dtype,
+                                        scale, starts, diagnostics=diag)
+    torch.cuda.synchronize()
+    want = torch.full_like(dst, -7.0)
+    ref = _vllm_sequence_reference(src, block_table.cpu(), cu.cpu(), seqs.cpu(), starts.cpu(),
+                                   tokens)
+    fp8 = {"fp8": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}.get(kv_cache_dtype)
+    for t, row in enumerate(ref):
+        if row is not None:
+            want[t] = row if fp8 is None else (row.view(fp8).float() * 0.37).to(torch.bfloat16)
+    if fp8 is None:
+        assert same_bytes(dst, want)
+    else:  # a NaN code's payload is the conversion's: NaN where expected, the bytes elsewhere
+        nan = torch.isnan(want)
+        assert torch.equal(torch.isnan(dst), nan)
+        assert torch.equal(dst.view(torch.int16)[~nan], want.view(torch.int16)[~nan])
+    missing = sum(r is None for r in ref)
+    assert missing == 16 and diag.tolist() == [16, 0]  # sequence 1's block 30: 16 tokens
+    if kv_cache_dtype != "auto":
+        return
+    # cp_gather_cache: the rows at or past cu_seq_lens[batch_size] (a device value) untouched.
+    out = torch.full((tokens + 6, E), -7.0, dtype=torch.bfloat16, device=DEV)
+    vllm.cp_gather_cache(src, out, block_table, cu, 3, starts)
+    torch.cuda.synchronize()
+    assert same_bytes(out, want)

@@ -23,6 +23,10 @@
   copy (or two GPU caches), one launch for the mapping;
 - `copy_blocks(key_caches, value_caches, block_mapping)`, `copy_blocks_mla(kv_caches,
   block_mapping)`: blocks within each layer's caches, every layer in one launch.
+- `cp_gather_cache(src_cache, dst, block_table, cu_seq_lens, batch_size, seq_starts=None)`,
+  `gather_and_maybe_dequant_cache(src_cache, dst, block_table, cu_seq_lens, token_to_seq,
+  num_tokens, kv_cache_dtype, scale, seq_starts=None)`: a batch of sequences' tokens out of
+  their blocks into contiguous rows (prefix caching, context parallelism), fp8 dequantized.
 
 `kv_cache_dtype` is vLLM's string: "auto", "fp8" (e4m3 on CUDA), "fp8_e4m3", "fp8_e5m2"; fp8
 caches may be uint8 (as vLLM allocates them) or float8 tensors; scales are float32 tensors of 1
@@ -37,6 +41,11 @@ negative id is skipped; `num_entries_non_padded=` skips the pairs at or past a d
 swap_blocks refuses pageable host memory (vLLM copies it synchronously); copy_blocks reads every
 source block before it writes any destination (a gather into a staging buffer, then a scatter),
 where vLLM copies the pairs concurrently, so that a chain (a -> b, b -> c) is well defined.
+The sequence gathers take any entry width (vLLM: 320 or 576 for the dequantizing one) and caches
+whose blocks' rows are one stride apart; a block id past the cache (or a position past the
+block table) leaves its row unwritten and is counted (`diagnostics=`); cp_gather_cache reads the
+row count cu_seq_lens[batch_size] on the device (graph-safe; vLLM launches by batch); the fp8
+gather dequantizes in a scratch buffer (four device ops, not one kernel).
 """
 import torch
 
@@ -212,6 +221,94 @@ def copy_blocks_mla(kv_caches, block_mapping, *, num_entries_non_padded=None, di
                      num_entries_non_padded=num_entries_non_padded, diagnostics=diagnostics)
 
 
-__all__ = ["swap_blocks", "copy_blocks", "copy_blocks_mla", "reshape_and_cache_flash",
+def _token_rows(cache, name):
+    """A [num_blocks, block_size, entries...] cache as its token rows, uint8 [slots, 1, 1, bytes]
+    (slot = block * block_size + position)."""
+    if cache.dim() < 3:
+        raise ValueError(f"{name} must be [num_blocks, block_size, entries...], got "
+                         f"{tuple(cache.shape)}")
+    entries = cache[0, 0].numel()
+    row = cache.stride(1) if cache.shape[1] > 1 else cache.stride(0)
+    if not cache[0, 0].is_contiguous() or cache.stride(0) != cache.shape[1] * row:
+        raise ValueError(f"{name}: each token's entries must be contiguous and the blocks' rows "
+                         f"one stride apart, got strides {cache.stride()}")
+    rows = cache.as_strided((cache.shape[0] * cache.shape[1], 1, 1, entries),
+                            (row, entries, entries, 1))
+    return rows if cache.dtype == torch.uint8 else rows.view(torch.uint8)
+
+
+def _sequence_slots(cache, block_table, cu_seq_lens, seqs, seq_starts, tokens):
+    """Each output token's cache slot (-1: none), from its sequence `seqs`: position t -
+    cu_seq_lens[seq] (+ seq_starts[seq]) through block_table, device ops only."""
+    for name, t in (("block_table", block_table), ("cu_seq_lens", cu_seq_lens),
+                    ("seq_starts", seq_starts)):
+        if t is not None and t.dtype != torch.int32:
+            raise TypeError(f"{name}.dtype is {t.dtype}; expected torch.int32 (vLLM's)")
+    block_size = cache.shape[1]
+    t = torch.arange(tokens, device=cache.device, dtype=torch.int64)
+    seqs = seqs.long().clamp(0, block_table.shape[0] - 1)
+    start, end = cu_seq_lens[seqs].long(), cu_seq_lens[seqs + 1].long()
+    pos = t - start + (seq_starts[seqs].long() if seq_starts is not None else 0)
+    column = torch.div(pos, block_size, rounding_mode="floor")
+    real = (t < end) & (pos >= 0) & (column < block_table.shape[1])
+    block = block_table[seqs, column.clamp(0, block_table.shape[1] - 1)].long()
+    return torch.where(real & (block >= 0), block * block_size + pos % block_size, -1)
+
+
+def _gather_rows(cache, dst, slots, count, diagnostics):
+    _move.move_pages(_move.Pages([[_token_rows(cache, "src_cache")]]),
+                     _move.Pages([[_token_rows(dst.unsqueeze(1), "dst")]]), src_page_ids=slots,
+                     num_entries_non_padded=count, diagnostics=diagnostics)
+
+
+def cp_gather_cache(src_cache, dst, block_table, cu_seq_lens, batch_size, seq_starts=None, *,
+                    diagnostics=None):
+    """vLLM `cp_gather_cache`: sequence b's tokens (from seq_starts[b] within its blocks of
+    block_table[b]) into dst rows cu_seq_lens[b] .. cu_seq_lens[b + 1], one launch; the rows at
+    or past cu_seq_lens[batch_size] (read on the device) are not written."""
+    if src_cache.dtype != dst.dtype:
+        raise TypeError(f"src_cache is {src_cache.dtype} and dst {dst.dtype}; they must agree")
+    t = torch.arange(dst.shape[0], device=dst.device, dtype=torch.int32)
+    seqs = torch.searchsorted(cu_seq_lens[1:batch_size + 1], t, right=True)
+    slots = _sequence_slots(src_cache, block_table, cu_seq_lens, seqs, seq_starts, dst.shape[0])
+    _gather_rows(src_cache, dst, slots, cu_seq_lens[batch_size:batch_size + 1], diagnostics)
+
+
+_FP8 = {"fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn,
+        "fp8_e5m2": torch.float8_e5m2}
+
+
+def gather_and_maybe_dequant_cache(src_cache, dst, block_table, cu_seq_lens, token_to_seq,
+                                   num_tokens, kv_cache_dtype, scale, seq_starts=None, *,
+                                   diagnostics=None):
+    """vLLM `gather_and_maybe_dequant_cache`: output token t < num_tokens of sequence
+    token_to_seq[t] from the cache (as cp_gather_cache); kv_cache_dtype "auto" copies, "fp8" /
+    "fp8_e4m3" / "fp8_e5m2" dequantize: fp32(x) * scale[0] rounded to dst's dtype."""
+    if kv_cache_dtype != "auto" and kv_cache_dtype not in _FP8:
+        raise ValueError(f"kv_cache_dtype = {kv_cache_dtype!r}: expected 'auto', 'fp8', "
+                         "'fp8_e4m3' or 'fp8_e5m2'")
+    if kv_cache_dtype == "auto" and src_cache.dtype != dst.dtype:
+        raise TypeError(f"kv_cache_dtype 'auto': src_cache is {src_cache.dtype} and dst "
+                        f"{dst.dtype}; they must agree")
+    slots = _sequence_slots(src_cache, block_table, cu_seq_lens, token_to_seq[:num_tokens],
+                            seq_starts, num_tokens)
+    if kv_cache_dtype == "auto":
+        return _gather_rows(src_cache, dst[:num_tokens], slots, None, diagnostics)
+    # The fp8 rows gathered, dequantized in a scratch buffer, then moved into the rows that had
+    # a slot (a skipped token's row is not written).
+    codes = torch.empty((num_tokens,) + tuple(dst.shape[1:]), dtype=torch.uint8,
+                        device=dst.device)
+    _gather_rows(src_cache, codes, slots, None, diagnostics)
+    values = (codes.view(_FP8[kv_cache_dtype]).float() * scale.float().reshape(-1)[0]).to(
+        dst.dtype)
+    t = torch.arange(num_tokens, device=dst.device, dtype=torch.int64)
+    gathered = (slots >= 0) & (slots < src_cache.shape[0] * src_cache.shape[1])
+    _move.move_pages(_move.Pages([[_token_rows(values.unsqueeze(1), "values")]]),
+                     _move.Pages([[_token_rows(dst[:num_tokens].unsqueeze(1), "dst")]]),
+                     src_page_ids=torch.where(gathered, t, -1))
+
+
+__all__ = ["swap_blocks", "copy_blocks", "copy_blocks_mla", "cp_gather_cache",
+           "gather_and_maybe_dequant_cache", "reshape_and_cache_flash",
            "reshape_and_cache", "concat_and_cache_mla", "concat_and_cache_mla_rope_fused",
            "indexer_k_quant_and_cache"]
