@@ -160,6 +160,14 @@ Status issue(const Row& r, int set, int64_t set_elems, cudaStream_t stream) {
   return r.op->issue(node);
 }
 
+std::string g_refusal;  // the last refuse() message, read once by the sampler that hit it
+
+std::string refusal_or_last_error() {
+  std::string message = g_refusal.empty() ? last_error_message() : g_refusal;
+  g_refusal.clear();
+  return message;
+}
+
 // Times one row's store (or baseline) in its mode: each sample() is one graph replay of 32
 // nodes, or 100 stream launches, in microseconds per store.
 class Sampler {
@@ -205,7 +213,7 @@ class Sampler {
   void issue_node(int node) {
     if (issue(row_, node % sets_, set_elems_, stream_) != Status::kSuccess) {
       ok_ = false;
-      error_ = last_error_message();
+      error_ = refusal_or_last_error();
     }
   }
 
@@ -344,6 +352,11 @@ Family::Family(std::vector<StoreOp> ops, void (*allocate)()) {
 uint8_t* poisoned_cache(thrust::device_vector<uint8_t>& buffer, size_t bytes) {
   buffer.assign(bytes, 0xab);
   return thrust::raw_pointer_cast(buffer.data());
+}
+
+Status refuse(const char* why) {
+  g_refusal = why;
+  return Status::kErrorNotSupported;
 }
 
 Status cuda_status(cudaError_t err) {

@@ -108,6 +108,8 @@ struct Family {
 uint8_t* poisoned_cache(thrust::device_vector<uint8_t>& buffer, size_t bytes);
 
 Status cuda_status(cudaError_t err);
+// A row's own refusal (kErrorNotSupported): the row is skipped with `why` as its error.
+Status refuse(const char* why);
 
 // The fp8 index-K store of `k` ([n, 128] bf16) into the pool's fp8 cache with `rule`.
 inline IndexKFp8Params index_k_fp8_params(const Node& node, const uint16_t* k, ScaleRule rule) {

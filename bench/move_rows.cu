@@ -4,8 +4,15 @@
 // into a page-first staging buffer, scattered from it into an HND cache (a relayout), and the
 // same to and from pinned host memory. Beside each, the same bytes copied contiguously: a lean
 // copy kernel on the device (x_baseline, x_naive), cudaMemcpyAsync to and from the host
-// (x_baseline).
+// (x_baseline), and cudaMemcpyBatchAsync of the pages' planes (stream launches: it has no graph
+// form). With checksums: the gather recording each block's CRC-32, the scatter verifying them.
 #include "harness.cuh"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
 
 #include "cachestore/move.h"
 #include "cuda_check.h"
@@ -22,8 +29,13 @@ constexpr int64_t kHostMaxPages = 1024;      // 64 MiB
 constexpr int64_t kRowBytesModel = 2 * kPageBytes + 8;  // read + write, the page id
 
 struct Buffers {
-  thrust::device_vector<uint8_t> cache, hnd_cache, staging, staging_copy;
+  thrust::device_vector<uint8_t> cache, hnd_cache, staging, staging_copy, sent;
+  thrust::device_vector<uint32_t> checksums, sent_checksums;  // [kDeviceMaxPages][2 planes]
   uint8_t* host = nullptr;  // pinned [kHostMaxPages pages]
+  // cudaMemcpyBatchAsync's operands: a host list of the K and V plane copies of random pages.
+  std::vector<void*> batch_dsts;
+  std::vector<const void*> batch_srcs;
+  std::vector<size_t> batch_sizes;
 };
 Buffers* g = nullptr;
 
@@ -55,8 +67,12 @@ PageSide staging_side(uint8_t* data, int64_t pages) {
   return s;
 }
 
-Status move(const Node& node, const PageSide& src, const PageSide& dst) {
+// checksums: receives the source blocks' CRC-32; expected: verified before each block is written.
+Status move(const Node& node, const PageSide& src, const PageSide& dst,
+            uint32_t* checksums = nullptr, const uint32_t* expected = nullptr) {
   MovePagesParams p;
+  p.checksums = checksums;
+  p.expected_checksums = expected;
   p.num_entries = node.n;
   p.num_entries_non_padded = node.batch.num_tokens_non_padded;
   p.num_layers = 1;
@@ -92,6 +108,28 @@ Status host_copy(const Node& node, bool to_host) {
                                                cudaMemcpyHostToDevice, node.stream));
 }
 
+__global__ void scramble_kernel(uint8_t* bytes, int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) bytes[i] = static_cast<uint8_t>((static_cast<uint32_t>(i) * 2654435761u) >> 24);
+}
+
+// The same n pages' planes copied into the staging buffer by cudaMemcpyBatchAsync, the page
+// list on the host (as the engines' block copies have it). The batch has no graph form: in a
+// graph capture it is refused, and the row reads stream launches only.
+Status batch_copy(const Node& node) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(node.stream, &capturing) != cudaSuccess)
+    return cuda_status(cudaGetLastError());
+  if (capturing != cudaStreamCaptureStatusNone)
+    return refuse("cudaMemcpyBatchAsync has no graph form (stream mode only)");
+  cudaMemcpyAttributes attributes{};
+  attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t attribute_index = 0;
+  return cuda_status(cudaMemcpyBatchAsync(g->batch_dsts.data(), g->batch_srcs.data(),
+                                          g->batch_sizes.data(), 2 * node.n, &attributes,
+                                          &attribute_index, 1, node.stream));
+}
+
 void allocate() {
   g = new Buffers;
   poisoned_cache(g->cache, kCachePages * kPageBytes);
@@ -100,6 +138,38 @@ void allocate() {
   poisoned_cache(g->staging_copy, kDeviceMaxPages * kPageBytes);
   CACHESTORE_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&g->host),
                                       kHostMaxPages * kPageBytes, cudaHostAllocDefault));
+  // A received staging buffer and its checksums (what the verified scatter checks): random
+  // pages, their CRC-32s recorded once here; every block then matches and is written.
+  poisoned_cache(g->sent, kDeviceMaxPages * kPageBytes);
+  const int64_t sent_bytes = kDeviceMaxPages * kPageBytes;
+  scramble_kernel<<<static_cast<unsigned>((sent_bytes + 255) / 256), 256>>>(raw(g->sent),
+                                                                          sent_bytes);
+  CACHESTORE_CHECK_CUDA(cudaGetLastError());
+  g->checksums.resize(kDeviceMaxPages * 2);
+  g->sent_checksums.resize(kDeviceMaxPages * 2);
+  MovePagesParams p;
+  p.num_entries = kDeviceMaxPages;
+  p.num_planes = 2;
+  p.rows[0] = p.rows[1] = {kHeads, kRowBytes};
+  p.src = staging_side(raw(g->sent), kDeviceMaxPages);
+  p.dst = staging_side(raw(g->staging_copy), kDeviceMaxPages);
+  p.checksums = thrust::raw_pointer_cast(g->sent_checksums.data());
+  std::mt19937_64 rng(7);
+  std::vector<int64_t> pages(kCachePages);
+  for (int64_t i = 0; i < kCachePages; ++i) pages[i] = i;
+  std::shuffle(pages.begin(), pages.end(), rng);
+  for (int64_t e = 0; e < kDeviceMaxPages; ++e)
+    for (int64_t plane = 0; plane < 2; ++plane) {
+      g->batch_srcs.push_back(raw(g->cache) + plane * kCachePages * kPlaneBytes +
+                              pages[e] * kPlaneBytes);
+      g->batch_dsts.push_back(raw(g->staging_copy) + e * kPageBytes + plane * kPlaneBytes);
+      g->batch_sizes.push_back(kPlaneBytes);
+    }
+  if (move_pages(p, nullptr) != Status::kSuccess) {
+    std::fprintf(stderr, "move_rows: recording the checksums failed: %s\n", last_error_message());
+    std::abort();
+  }
+  CACHESTORE_CHECK_CUDA(cudaDeviceSynchronize());
 }
 
 const Family kMoveRows(
@@ -140,6 +210,32 @@ const Family kMoveRows(
                        cache_side(raw(g->cache), false, node.slots));
          },
          0, 0, kHostMaxPages},
+        {75, "move_gather_pages_checksummed", kRowBytesModel, 1, false, "copy_kernel_pages",
+         true, "move_gather_pages", cache_pages,
+         [](const Node& node) {
+           return move(node, cache_side(raw(g->cache), false, node.slots),
+                       staging_side(raw(g->staging), kDeviceMaxPages),
+                       thrust::raw_pointer_cast(g->checksums.data()));
+         },
+         0, 0, kDeviceMaxPages},
+        {76, "move_scatter_pages_verified", kRowBytesModel, 1, false, "copy_kernel_pages", true,
+         "move_scatter_pages_hnd", cache_pages,
+         [](const Node& node) {
+           return move(node, staging_side(raw(g->sent), kDeviceMaxPages),
+                       cache_side(raw(g->hnd_cache), true, node.slots), nullptr,
+                       thrust::raw_pointer_cast(g->sent_checksums.data()));
+         },
+         0, 0, kDeviceMaxPages},
+        // At most 512 pages: a batch of 8,192 copies takes ~30 ms a call on the H200.
+        {77, "memcpy_batch_pages", kRowBytesModel, 1, false, nullptr, false, nullptr,
+         cache_pages, batch_copy, 0, 0, 512},
+        {78, "move_gather_pages_vs_batch_memcpy", kRowBytesModel, 1, false, "memcpy_batch_pages",
+         true, nullptr, cache_pages,
+         [](const Node& node) {
+           return move(node, cache_side(raw(g->cache), false, node.slots),
+                       staging_side(raw(g->staging), kDeviceMaxPages));
+         },
+         0, 0, 512},
     },
     allocate);
 
