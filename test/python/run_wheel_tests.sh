@@ -6,8 +6,9 @@
 #
 # PyTorch: if python3 has none, a scratch environment gets one from the package index
 # (test/python/torch_env.sh: CACHESTORE_TEST_TORCH=<pip requirement>, default torch==2.10.*, the
-# oldest torch the native ops target; kept in WORK_DIR.torch-env, or CACHESTORE_TEST_TORCH_ENV,
-# between runs), so that the native ops' host side is built and tested here too;
+# oldest torch the native ops target, or "torch" for the newest; kept in WORK_DIR.torch-env, or
+# CACHESTORE_TEST_TORCH_ENV, between runs), so that the native ops' host side is built and tested
+# here too;
 # CACHESTORE_TEST_TORCH=none skips that (the torch tests then skip).
 # The package builds without isolation against the interpreter's torch. With <source>/.whl
 # present (a machine without network: the build backend carried as a wheel) pip installs from
@@ -40,16 +41,19 @@ export PYTHONPATH="$work/site:$work/tools${PYTHONPATH:+:$PYTHONPATH}"
 "$py" -c "import pytest" 2>/dev/null ||
   "$py" -m pip install "${pip_opts[@]}" --target "$work/tools" pytest
 build_opts=()
-# Its own build folder for each choice: a cached choice never reaches another build's folder.
+# Its own build folder for each choice (and each torch: the native ops are built against it): a
+# cached choice never reaches another build's folder.
+torch_tag=torch-$("$py" -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null ||
+                  echo none)
 if [[ -z "${CACHESTORE_WHEEL_CUDA_ARCHITECTURES:-}" ]] &&
    ! python3 -c "import ctypes; ctypes.CDLL('libcuda.so.1')" 2>/dev/null; then
   build_opts+=(--config-settings="cmake.define.CACHESTORE_HOST_ONLY=ON"
-               --config-settings="build-dir=build-python/host-only/{wheel_tag}")
+               --config-settings="build-dir=build-python/host-only/$torch_tag/{wheel_tag}")
   echo "no NVIDIA driver: the package is built without kernels (CACHESTORE_HOST_ONLY)"
 elif [[ -n "${CACHESTORE_WHEEL_CUDA_ARCHITECTURES:-}" ]]; then
   archs=$CACHESTORE_WHEEL_CUDA_ARCHITECTURES
   build_opts+=(--config-settings="cmake.define.CMAKE_CUDA_ARCHITECTURES=$archs"
-               --config-settings="build-dir=build-python/${archs//[^0-9a-z-]/_}/{wheel_tag}")
+               --config-settings="build-dir=build-python/${archs//[^0-9a-z-]/_}/$torch_tag/{wheel_tag}")
 fi
 start=$SECONDS
 "$py" -m pip install "${pip_opts[@]}" "${build_opts[@]}" --no-build-isolation --no-deps \
