@@ -71,8 +71,8 @@ def test_op_refusals_name_the_argument():
 
 
 def test_checksum_refusals_and_host_checksums():
-    k = torch.zeros(10, 16, 4, 64, dtype=torch.bfloat16)
-    cache = mv.paged_kv([k, k.clone()])
+    layers = torch.zeros(2, 10, 16, 4, 64, dtype=torch.bfloat16)  # one buffer: a layer stride
+    cache = mv.paged_kv(list(layers))
     buffer, stage = mv.staging(cache, 3, device="cpu")
     buffer.view(-1)[:: 7] = 5
     sums = mv.host_checksums(stage)  # zlib.crc32 of each block, as the kernel computes them
