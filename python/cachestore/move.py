@@ -3,8 +3,10 @@
 
 A side of a move is a `Pages`: per layer, the byte views of its planes, each uint8
 [num_pages, page_size, heads, row_bytes] (a paged K/V cache is a K and a V plane; nvfp4 adds its
-block-scale planes; an MLA or index-K page is one plane of one row). Build one from caches with
-`paged_kv(...)` or `byte_pages(...)`, and a contiguous staging buffer for it with `staging(...)`.
+block-scale planes; an MLA or index-K page is one plane of one row with byte_pages, or its data
+and scale rows with mla_pages / index_k_pages, which can change page size). Build one from
+caches with `paged_kv(...)`, `mla_pages(...)`, `index_k_pages(...)` or `byte_pages(...)`, and a
+contiguous staging buffer for it with `staging(...)`.
 
 `move_pages(src, dst, src_page_ids=, dst_page_ids=)` copies, in one launch for every layer and
 plane, token t of the batch from source entry t // src.page_size to destination entry
@@ -155,6 +157,56 @@ def byte_pages(caches, *more_planes):
                   for l in range(len(groups[0]))])
 
 
+def mla_pages(caches, layout, page_size):
+    """The Pages of DeepSeek MLA caches ([num_pages, ...] uint8 (or any dtype) with each page
+    contiguous; one tensor or a list of one per layer) in `layout` ("v4", "v32", "v41",
+    "v41_fp4": the layout table's names) at `page_size` tokens a page: each token's data row, and
+    in a split layout its scale row, as planes (docs/layouts.md), so that a move may change the
+    page size (P = 64 -> 256) byte for byte. byte_pages moves such pages whole instead."""
+    from . import capi
+    if layout not in capi.MLA_LAYOUTS:
+        raise ValueError(f"layout = {layout!r}: expected one of {list(capi.MLA_LAYOUTS)}")
+    info = capi.MLA_LAYOUTS[layout]
+    return _token_row_pages(caches, page_size, info.data_row_bytes, info.scale_row_bytes)
+
+
+def index_k_pages(caches, index_format, page_size, head_dim=128):
+    """The Pages of index-K caches in `index_format` ("fp8": the 132-byte page at D = 128,
+    "fp4": the 68-byte one) at `page_size` tokens a page: the data rows and the scale rows as
+    planes (as mla_pages)."""
+    from . import capi
+    if index_format not in capi.INDEX_K_FORMATS:
+        raise ValueError(f"index_format = {index_format!r}: expected one of "
+                         f"{list(capi.INDEX_K_FORMATS)}")
+    info = capi.INDEX_K_FORMATS[index_format]
+    if head_dim < 1 or head_dim % info.group != 0:
+        raise ValueError(f"head_dim = {head_dim}: must be a positive multiple of {info.group}")
+    return _token_row_pages(caches, page_size, head_dim // info.values_per_byte,
+                            info.scale_bytes * (head_dim // info.group))
+
+
+def _token_row_pages(caches, page_size, data_row, scale_row):
+    """Pages of pages laid out [page_size data rows][page_size scale rows] (scale_row 0: one
+    record a token), a plane each."""
+    if page_size < 1:
+        raise ValueError(f"page_size = {page_size}: must be >= 1")
+    layers = []
+    for l, t in enumerate(_as_list(caches)):
+        name = f"caches[{l}]"
+        if t.dim() < 2 or not t[0].is_contiguous():
+            raise ValueError(f"{name} must be [num_pages, ...] with each page contiguous, got "
+                             f"{tuple(t.shape)} strides {t.stride()}")
+        b = t if t.dtype == torch.uint8 else t.view(torch.uint8)
+        page_stride, page_bytes = t.stride(0) * t.element_size(), t[0].numel() * t.element_size()
+        if page_size * (data_row + scale_row) > page_bytes:
+            raise ValueError(f"{name}: pages of {page_bytes} bytes hold no {page_size} tokens of "
+                             f"{data_row} + {scale_row} bytes")
+        planes = [(0, data_row)] + ([(page_size * data_row, scale_row)] if scale_row else [])
+        layers.append([b.as_strided((t.shape[0], page_size, 1, row), (page_stride, row, row, 1),
+                                    b.storage_offset() + offset) for offset, row in planes])
+    return Pages(layers)
+
+
 def _page_row(t, name):
     if t.dim() < 1 or t.shape[0] < 1 or not t[0].is_contiguous():
         raise ValueError(f"{name} must be [num_pages, ...] with each page contiguous, got "
@@ -292,5 +344,6 @@ def copy_pages(cache, src_page_ids, dst_page_ids, *, buffer=None, **options):
     move_pages(buffer, cache, dst_page_ids=dst_page_ids, **options)
 
 
-__all__ = ["Pages", "paged_kv", "byte_pages", "staging", "staging_pages", "move_pages",
-           "gather_pages", "scatter_pages", "copy_pages", "checksum_buffer", "host_checksums"]
+__all__ = ["Pages", "paged_kv", "byte_pages", "mla_pages", "index_k_pages", "staging",
+           "staging_pages", "move_pages", "gather_pages", "scatter_pages", "copy_pages",
+           "checksum_buffer", "host_checksums"]

@@ -106,3 +106,36 @@ def test_sglang_transfer_refusals():
         io.transfer_kv_per_layer(k[0], k[1], k[0], k[1], idx.int(), idx, 256)
     with pytest.raises(ValueError, match="src_k: layout_dim = 256 bytes a slot holds no layer 1"):
         io.transfer_kv_per_layer_pf_lf(k[0], k[1], k[0], k[1], idx, idx, 1, 256, 256)
+
+
+def test_mla_and_index_k_pages_are_the_layout_tables_token_rows():
+    """mla_pages / index_k_pages: each token's data row and scale row where the layout puts them
+    ([P data rows][P scale rows] a page, docs/layouts.md), byte for byte against the page."""
+    g = torch.Generator().manual_seed(3)
+    cases = [(mv.mla_pages, "v4", 64, 576, 8, 37440),
+             (mv.mla_pages, "v41", 64, 512, 16, 33792),
+             (mv.mla_pages, "v41_fp4", 64, 256, 32, 18432),
+             (mv.mla_pages, "v32", 64, 656, 0, 41984),
+             (mv.index_k_pages, "fp8", 64, 128, 4, 8448),
+             (mv.index_k_pages, "fp4", 64, 64, 4, 4352)]
+    for make, name, P, data, scale, stride in cases:
+        cache = torch.randint(0, 256, (3, stride + 64), dtype=torch.uint8, generator=g)  # padded
+        pages = make([cache, cache], name, P)
+        assert pages.page_size == P and pages.num_pages == 3 and pages.num_layers == 2
+        assert pages.rows == [(1, data)] + ([(1, scale)] if scale else []), name
+        d = pages.views[0][0]
+        for p in (0, 2):
+            for t in (0, 5, P - 1):
+                assert torch.equal(d[p, t, 0], cache[p, t * data:(t + 1) * data]), (name, p, t)
+                if scale:
+                    at = P * data + t * scale
+                    assert torch.equal(pages.views[0][1][p, t, 0], cache[p, at:at + scale])
+        # A staging buffer for it holds P tokens of data + scale bytes an entry and layer.
+        buffer, _ = mv.staging(pages, 4, device="cpu")
+        assert buffer.shape == (4, 2, P * (data + scale))
+    with pytest.raises(ValueError, match="layout = 'v5'"):
+        mv.mla_pages(torch.zeros(2, 37440, dtype=torch.uint8), "v5", 64)
+    with pytest.raises(ValueError, match=r"caches\[0\]: pages of 37440 bytes hold no 128 tokens"):
+        mv.mla_pages(torch.zeros(2, 37440, dtype=torch.uint8), "v4", 128)
+    with pytest.raises(ValueError, match="head_dim = 100: must be a positive multiple of 32"):
+        mv.index_k_pages(torch.zeros(2, 4352, dtype=torch.uint8), "fp4", 64, head_dim=100)
