@@ -394,3 +394,37 @@ def test_vllm_gather_and_maybe_dequant_cache_and_cp_gather_cache(kv_cache_dtype)
     vllm.cp_gather_cache(src, out, block_table, cu, 3, starts)
     torch.cuda.synchronize()
     assert same_bytes(out, want)
+
+
+@pytest.mark.parametrize("make,name,data,scale", [
+    (mv.mla_pages, "v4", 576, 8), (mv.mla_pages, "v41", 512, 16),
+    (mv.mla_pages, "v32", 656, 0), (mv.index_k_pages, "fp8", 128, 4)])
+def test_deepseek_pages_into_another_page_size(make, name, data, scale):
+    """mla_pages / index_k_pages: P = 64 pages gathered into staging, scattered into P = 256
+    pages (four source entries a destination page); the whole destination cache against the
+    layout's byte positions ([P data rows][P scale rows] a page)."""
+    from cachestore import capi
+    table = capi.mla_min_page_stride if make is mv.mla_pages else None
+    s64 = (table(capi.MLA_LAYOUTS[name].layout, 64) if table else
+           capi.index_k_min_page_stride(capi.INDEX_K_FORMATS[name].format, 64, 128))
+    s256 = (table(capi.MLA_LAYOUTS[name].layout, 256) if table else
+            capi.index_k_min_page_stride(capi.INDEX_K_FORMATS[name].format, 256, 128))
+    src_cache = rand_bytes(12, s64)
+    dst_cache = torch.full((5, s256), 0xEE, dtype=torch.uint8, device=DEV)
+    src, dst = make(src_cache, name, 64), make(dst_cache, name, 256)
+    ids = torch.tensor([7, 0, 11, 3, 5, 9, 2, 8], device=DEV)  # 8 entries: two P = 256 pages
+    buf, stage = mv.staging(src, len(ids))
+    mv.gather_pages(src, ids, stage)
+    back = torch.tensor([3, 1], device=DEV)
+    mv.scatter_pages(stage, dst, back)
+    torch.cuda.synchronize()
+    want = torch.full_like(dst_cache, 0xEE)
+    for e, page in enumerate(ids.tolist()):
+        for t in range(64):
+            d, pos = divmod(e * 64 + t, 256)
+            out = int(back[d])
+            want[out, pos * data:(pos + 1) * data] = src_cache[page, t * data:(t + 1) * data]
+            if scale:
+                at_src, at_dst = 64 * data + t * scale, 256 * data + pos * scale
+                want[out, at_dst:at_dst + scale] = src_cache[page, at_src:at_src + scale]
+    assert torch.equal(dst_cache, want)
