@@ -152,3 +152,20 @@ def test_ctypes_mirrors_are_the_header_field_for_field():
                 assert ctype.endswith("*"), (c_name, field, ctype)
                 want.append((field, ctypes.c_void_p))
         assert list(mirror._fields_) == want, c_name
+
+
+def test_constants_are_the_headers():
+    """Each constant capi.py spells after a CACHESTORE_ enumerator of cachestore_c.h (SLOT_INT32,
+    MLA_V41, KV_CACHE_NVFP4, ...) has that enumerator's value."""
+    text = (Path(__file__).resolve().parents[2] / "include/cachestore/cachestore_c.h").read_text()
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    header = {}
+    for block in re.finditer(r"enum\s*\{([^}]*)\}", text):
+        for item in filter(None, (i.strip() for i in block.group(1).split(","))):
+            name, _, value = item.partition("=")
+            header[name.strip().removeprefix("CACHESTORE_")] = int(value.strip(), 0)
+    spelled = {name: getattr(capi, name) for name in dir(capi)
+               if name.isupper() and isinstance(getattr(capi, name), int) and name in header}
+    assert len(spelled) >= 25, sorted(spelled)  # the slot, layout, format and type ids at least
+    assert {name: header[name] for name in spelled} == spelled
+    assert capi.SUCCESS == header["SUCCESS"] and capi.MAX_PAGE_PLANES == 4
