@@ -211,7 +211,10 @@ def _page_row(t, name):
     if t.dim() < 1 or t.shape[0] < 1 or not t[0].is_contiguous():
         raise ValueError(f"{name} must be [num_pages, ...] with each page contiguous, got "
                          f"{tuple(t.shape)} strides {t.stride()}")
-    b = t.as_strided((t.shape[0], 1, 1, t[0].numel()), (t.stride(0), 1, 1, 1))
+    # The one-token, one-head dims get the row's own stride: the library widens its vectors to
+    # what every stride allows, and a 1-byte stride there would make it copy byte by byte.
+    row = t[0].numel()
+    b = t.as_strided((t.shape[0], 1, 1, row), (t.stride(0), row, row, 1))
     return b if t.dtype == torch.uint8 else b.view(torch.uint8)
 
 

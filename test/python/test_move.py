@@ -38,6 +38,10 @@ def test_hnd_views_and_byte_pages():
     mla = torch.zeros(5, 64 * 656, dtype=torch.uint8)
     b = mv.byte_pages([mla, torch.zeros_like(mla)])
     assert b.rows == [(1, 64 * 656)] and b.page_size == 1 and b.num_pages == 5
+    # The one-token, one-head dims stride by the row (the op widens vectors by every stride).
+    assert b.views[0][0].stride() == (64 * 656, 64 * 656, 64 * 656, 1)
+    wide = mv.byte_pages(torch.zeros(5, 64, 576, dtype=torch.bfloat16)).views[0][0]
+    assert wide.shape == (5, 1, 1, 64 * 576 * 2) and wide.stride() == (64 * 576 * 2,) * 3 + (1,)
     with pytest.raises(ValueError, match="layout = 'khn'"):
         mv.paged_kv(v, layout="khn")
     with pytest.raises(ValueError, match="v_caches has 1 layers, k_caches 2"):
