@@ -85,9 +85,12 @@ Status launch_fused(const FusedStoreParams& p, const ArchInfo& arch, const kerne
     if (p.index_k == nullptr) {
       if constexpr (kRope && kFreqsCisLayout<kLayout>) {
         if (arch.policy.mla.freqs_cis_kernel != 0 && freqs_cis_form(p.rotary))
-          return launch_store(kernels::mla_rope_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl,
-                                                             kernels::kRopeFreqsCis>,
-                              grid, block, stream, pdl_constant, guard, kv, rope, kv_table);
+          return launch_store(
+              kernels::mla_freqs_cis_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl>, grid,
+              block, stream, pdl_constant, guard, kv,
+              kernels::FreqsCisArgs{rope.rope.cos_sin, rope.rope.cos_sin_stride, rope.rope.k_out,
+                                    rope.rope.k_out_token_stride},
+              kv_table);
       }
       if constexpr (kRope)
         return launch_store(kernels::mla_rope_store_kernel<kLayout, kKvRule, SlotT, kN, kPdl>,

@@ -207,6 +207,16 @@ struct RopeArgs {
 };
 static_assert(offsetof(RopeArgs, k_out_head_stride) == 64, "a K row's fields in 64 bytes");
 
+// fused_store_cache's rotation in SGLang's freqs_cis form (V4.1 layouts, no Q; mla_launch.cuh's
+// freqs_cis_form): row i's own row of 32 fp32 (cos, sin) pairs. The kernel of that form takes it
+// after MlaArgs in place of MlaRopeArgs: its rows read nothing else of the rotation.
+struct FreqsCisArgs {
+  const uint8_t* freqs;         // device [>= num_tokens, stride]; 16-byte aligned rows
+  int64_t stride;               // bytes
+  uint8_t* k_out;               // nullptr: none; [num_tokens, k_out_token_stride] bf16
+  int64_t k_out_token_stride;   // elements
+};
+
 // RopeArgs::cos_sin_form's bits: row i rotates by cos/sin row i; each pair's cos and sin side by
 // side (the MLA rotations only: store_paged_kv refuses both).
 inline constexpr uint8_t kCosSinByRow = 1;

@@ -11,10 +11,10 @@ namespace cachestore::kernels {
 // ---- fused_store_cache without an index-K: blockDim = (32, rows per block * warps per row).
 // A kernel of its own rather than the fused kernel without index warps: a row runs slower in a
 // kernel that also holds the other kind of row, even where that code never executes.
-template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl, int kRope>
+template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl, int kRope,
+          typename Rope = RopeArgs>
 __device__ __forceinline__ void mla_store_rows(const GuardArgs& guard, const MlaArgs& kv,
-                                               const PageTableArgs& kv_table,
-                                               const RopeArgs* rope) {
+                                               const PageTableArgs& kv_table, const Rope* rope) {
   constexpr int kWarpsPerRow = kMlaRowLanes<kN> / 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.y / kWarpsPerRow) +
                       threadIdx.y / kWarpsPerRow;
@@ -27,7 +27,20 @@ template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl>
 __global__ void __launch_bounds__(tuning::kMaxBlockThreads,
                                   tuning::kMlaThreadsPerSm / tuning::kMaxBlockThreads)
 mla_store_kernel(const GuardArgs guard, const MlaArgs kv, const PageTableArgs kv_table) {
-  mla_store_rows<kLayout, kRule, SlotT, kN, kPdl, kRopeNone>(guard, kv, kv_table, nullptr);
+  mla_store_rows<kLayout, kRule, SlotT, kN, kPdl, kRopeNone>(
+      guard, kv, kv_table, static_cast<const RopeArgs*>(nullptr));
+}
+
+// SGLang's freqs_cis form (V4.1 layouts, no Q): the rows alone, with the rotation's few fields
+// (FreqsCisArgs: 32 bytes, where MlaRopeArgs is 152) and the store's launch bounds, since the
+// rotation of a lane's own values fits the store's registers.
+template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl>
+__global__ void __launch_bounds__(tuning::kMaxBlockThreads,
+                                  tuning::kMlaThreadsPerSm / tuning::kMaxBlockThreads)
+mla_freqs_cis_store_kernel(const GuardArgs guard, const MlaArgs kv,
+                           const __grid_constant__ FreqsCisArgs freqs,
+                           const PageTableArgs kv_table) {
+  mla_store_rows<kLayout, kRule, SlotT, kN, kPdl, kRopeFreqsCis>(guard, kv, kv_table, &freqs);
 }
 
 // ---- fused_store_cache with an index-K: blockDim = (32, rows_per_block * warps per row + index
@@ -131,17 +144,13 @@ __device__ __forceinline__ void rotate_query_unit(const GuardArgs& guard, const 
   }
 }
 
-// kRope: kRopeAny, or kRopeFreqsCis (no Q: the rows alone, the one form compiled in).
-template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl,
-          int kRope = kRopeAny>
+template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl>
 __global__ void __launch_bounds__(tuning::kMaxBlockThreads,
                                   tuning::kMlaRopeThreadsPerSm / tuning::kMaxBlockThreads)
 mla_rope_store_kernel(const GuardArgs guard, const MlaArgs kv,
                       const __grid_constant__ MlaRopeArgs rope, const PageTableArgs kv_table) {
-  if constexpr (kRope == kRopeAny) {
-    if (blockIdx.y != 0) return rotate_query_unit<kPdl>(guard, rope);
-  }
-  mla_store_rows<kLayout, kRule, SlotT, kN, kPdl, kRope>(guard, kv, kv_table, &rope.rope);
+  if (blockIdx.y != 0) return rotate_query_unit<kPdl>(guard, rope);
+  mla_store_rows<kLayout, kRule, SlotT, kN, kPdl, kRopeAny>(guard, kv, kv_table, &rope.rope);
 }
 
 template <MlaLayout kLayout, ScaleRule kKvRule, IndexKFormat kIndex, typename SlotT, int kN,

@@ -17,7 +17,7 @@ inline constexpr int kMlaRowLanes = 512 / kN;
 
 // A row's rotation (the rows' kRope): none; any RotaryEmbedding, its style, rounding and cos/sin
 // form read at run time; or SGLang's freqs_cis form compiled in (GPT-J, the fp32 rounding, a
-// row's own fp32 row of (cos, sin) pairs; no Q), whose kernel holds nothing else.
+// row's own fp32 row of (cos, sin) pairs; no Q; FreqsCisArgs), whose kernel holds nothing else.
 inline constexpr int kRopeNone = 0;
 inline constexpr int kRopeAny = 1;
 inline constexpr int kRopeFreqsCis = 2;
@@ -25,8 +25,8 @@ inline constexpr int kRopeFreqsCis = 2;
 // The row of a layout: `MlaRow<kLayout>::store<kRule, SlotT, kN, kPdl, kRope>(guard, kv, table,
 // row, lane, live, rope)`, specialized in the layout's kernel header. kRule is the cache's scale
 // rule where the layout reads one (layout::MlaLayoutInfo::scale_rule_selectable), else kPow2 and
-// unread. kRope (kRopeAny, kRopeFreqsCis): the row's RoPE part is rotated first
-// (MlaRowRotation; `rope` unread with kRopeNone).
+// unread. kRope: the row's RoPE part is rotated first (kRopeAny: MlaRowRotation, `rope` a
+// RopeArgs; kRopeFreqsCis: FreqsCisRotation, `rope` a FreqsCisArgs; unread with kRopeNone).
 template <MlaLayout kLayout>
 struct MlaRow;
 
@@ -90,7 +90,7 @@ __device__ __forceinline__ MlaRowGuard guard_mla_row(const GuardArgs& guard, con
 // is in the cos/sin cache; a real row past the cache is counted once and stores nothing. The
 // rotated values are bf16 (rounded by the peer's rule), what the layout then stores, and
 // key_out's. kVals: the RoPE values a lane that holds them holds (8 or 16).
-template <int kVals, bool kFreqsCis = false>
+template <int kVals>
 struct MlaRowRotation {
   static_assert(kVals == 8 || kVals == 16, "8 or 16 RoPE values a lane");
   static constexpr int kWords = kVals / 2;
@@ -102,30 +102,23 @@ struct MlaRowRotation {
   int64_t position = 0;
   uint32_t own = 0;      // word l of the part
   uint32_t partner = 0;  // word l ^ 16 (NeoX's partners; read either way, the same line)
-  float2 freqs{};        // kFreqsCis: pair l's (cos, sin), loaded with the words
 
   // `input_row`: the row whose inputs the lanes read (mla_input_row); `part`: its RoPE input.
   __device__ __forceinline__ MlaRowRotation(const RopeArgs& rope, int64_t input_row,
                                             const uint16_t* part)
       : r(rope),
         input_row(input_row),
-        position_src(kFreqsCis ? rope.cos_sin + input_row * rope.cos_sin_stride
-                               : rotation_position_address(rope, input_row)),
+        position_src(rotation_position_address(rope, input_row)),
         part(reinterpret_cast<const uint32_t*>(part)) {}
 
   // The row's position (every lane: the verdict needs it) and, on the rotating warp, the lane's
-  // two words, loaded beside the row's values; in the freqs_cis form its word and its (cos,
-  // sin), whose row needs no position (GPT-J: no partner).
+  // two words, loaded beside the row's values.
   template <bool kPdl>
   __device__ __forceinline__ void load_inputs(bool rotating_warp, int warp_lane) {
-    position = kFreqsCis ? input_row : load_rotation_position<kPdl>(r, position_src, input_row);
+    position = load_rotation_position<kPdl>(r, position_src, input_row);
     if (rotating_warp) {
       own = load_global<kPdl>(part + warp_lane);
-      if constexpr (kFreqsCis) {
-        freqs = load_global<kPdl>(reinterpret_cast<const float2*>(position_src) + warp_lane);
-      } else {
-        partner = load_global<kPdl>(part + (warp_lane ^ 16));
-      }
+      partner = load_global<kPdl>(part + (warp_lane ^ 16));
     }
   }
 
@@ -161,28 +154,13 @@ struct MlaRowRotation {
   __device__ __forceinline__ void rotate(bool rotating_warp, int warp_lane, int rope_index,
                                          uint32_t (&w)[kWords]) const {
     if (!rotating_warp) return;
-    uint32_t word;
-    if constexpr (kFreqsCis) {
-      word = freqs_cis_word();
-    } else {
-      word = any_form_word(warp_lane);
-    }
+    const uint32_t word = any_form_word(warp_lane);
     const int first = kWords * (rope_index < 0 ? 0 : rope_index);
 #pragma unroll
     for (int j = 0; j < kWords; ++j) {
       const uint32_t got = __shfl_sync(0xffffffffu, word, first + j);
       if (rope_index >= 0) w[j] = got;
     }
-  }
-
-  // The lane's word rotated in SGLang's freqs_cis form: its pair by the row's fp32 (cos, sin).
-  __device__ __forceinline__ uint32_t freqs_cis_word() const {
-    float v[2];
-    decode_bf16x2(own, v);
-    const float c[1] = {freqs.x}, s[1] = {freqs.y};
-    rotate_adjacent_pairs<KvDataType::kBf16>(v, c, s, false);
-    return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[0]))) |
-           static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v[1]))) << 16;
   }
 
   // Word `l` rotated in the style, rounding and cos/sin form of `r`.
@@ -219,6 +197,46 @@ struct MlaRowRotation {
   }
 };
 
+// The rotation of a row's RoPE part in SGLang's freqs_cis form (FreqsCisArgs): GPT-J pairs by
+// the row's own fp32 (cos, sin) pairs, each rotated value x c - y s (or y c + x s) in fp32 with
+// the contraction nvcc applies to SGLang's expression, then rounded to bf16 once. The lanes
+// that hold the part rotate their own kN values by their kN / 2 pairs, loaded beside the values
+// (the row of a real row is in the table: check_fused_store wants at least num_tokens rows).
+// Every lane of the row runs the arithmetic and only the part's lanes keep it: a branch around
+// it, divergent in the warp that holds the part, measured 0.06 us slower a row at decode sizes
+// than the straight-line form.
+template <int kN>
+struct FreqsCisRotation {
+  static constexpr int kWords = kN / 2;
+  float4 pairs[kN / 4];  // (cos, sin) of the lane's kN / 2 pairs
+
+  // The row's (cos, sin) pairs for RoPE lane `rope_index` (negative: none, zeros).
+  static __device__ __forceinline__ const float4* source(const FreqsCisArgs& f, int64_t input_row,
+                                                         int rope_index) {
+    return reinterpret_cast<const float4*>(f.freqs + input_row * f.stride) +
+           kN / 4 * (rope_index < 0 ? 0 : rope_index);
+  }
+  template <bool kPdl>
+  __device__ __forceinline__ void load(const float4* src, bool rope_lane) {
+#pragma unroll
+    for (int i = 0; i < kN / 4; ++i) pairs[i] = rope_lane ? load_global<kPdl>(src + i) : float4{};
+  }
+
+  // The words w (bf16 pairs in memory order) rotated where `rope_lane`.
+  __device__ __forceinline__ void rotate(bool rope_lane, uint32_t (&w)[kWords]) const {
+#pragma unroll
+    for (int j = 0; j < kWords; ++j) {
+      float v[2];
+      decode_bf16x2(w[j], v);
+      const float4& p = pairs[j / 2];
+      const float c = j % 2 == 0 ? p.x : p.z, s = j % 2 == 0 ? p.y : p.w;
+      const __nv_bfloat162 rotated = __floats2bfloat162_rn(__fmaf_rn(v[0], c, -__fmul_rn(v[1], s)),
+                                                           __fmaf_rn(v[1], c, __fmul_rn(v[0], s)));
+      w[j] = rope_lane ? *reinterpret_cast<const uint32_t*>(&rotated) : w[j];
+    }
+  }
+};
+
 // The row whose input an MLA row reads: its own, or for a row past the batch (`live` false) row
 // 0's (a launch has a row), read and never stored. An exit of those rows before the loads, or a
 // load under their condition, would put the first read of the inputs' constant-bank line behind
@@ -229,20 +247,43 @@ __device__ __forceinline__ int64_t mla_input_row(int64_t row, bool live) { retur
 // The start of a V4 / V4.1 row: each lane's kN values `x` from the NoPE input or, on the lanes
 // from `nope_lanes` on, the RoPE input (nope_or_rope_source), loaded beside the count and the
 // slot (and with kRope the position, the RoPE lanes' values then rotated), then guard_mla_row.
-template <typename SlotT, int kTileLanes, bool kPdl, int kRope = kRopeNone, int kN>
+template <typename SlotT, int kTileLanes, bool kPdl, int kRope = kRopeNone, int kN,
+          typename Rope = RopeArgs>
 __device__ __forceinline__ MlaRowGuard load_nope_or_rope_row(const GuardArgs& guard,
                                                              const MlaArgs& a,
                                                              const PageTableArgs& table,
                                                              int64_t row, int lane, bool live,
                                                              int nope_lanes, Bf16Vals<kN>& x,
-                                                             const RopeArgs* rope = nullptr) {
+                                                             const Rope* rope = nullptr) {
   const int64_t input_row = mla_input_row(row, live);
   const uint16_t* src = nope_or_rope_source<kN>(a, input_row, lane, nope_lanes);
   GuardSources<SlotT> sources(guard, a.slots, table, row);
-  if constexpr (kRope) {
+  if constexpr (kRope == kRopeFreqsCis) {
+    const FreqsCisArgs& f = *rope;
+    const int rope_index = lane - nope_lanes;
+    const bool rope_lane = rope_index >= 0;
+    FreqsCisRotation<kN> rotation;
+    const float4* pairs_src = FreqsCisRotation<kN>::source(f, input_row, rope_index);
+    begin_row<kPdl>(guard, sources, src, pairs_src);
+    x = Bf16Vals<kN>::template load<kPdl>(src);
+    rotation.template load<kPdl>(pairs_src, rope_lane);
+    return guard_mla_row<kTileLanes, kPdl>(
+        guard, a, sources, row, lane, live, x,
+        [&]() {
+          uint32_t w[kN / 2];
+          x.words(w);
+          rotation.rotate(rope_lane, w);
+          x.set_words(w);
+        },
+        [&](int64_t n) {  // a real row's table row is in the table: every real row rotates
+          if (rope_lane && f.k_out != nullptr && live && row < n)
+            x.store_raw(f.k_out + 2 * (row * f.k_out_token_stride + kN * rope_index));
+          return true;
+        });
+  } else if constexpr (kRope == kRopeAny) {
     // The RoPE lanes load nothing of their own: their words come rotated from their warp.
     constexpr int kRopeLanes = layout::kRopeDim / kN;
-    MlaRowRotation<kN, kRope == kRopeFreqsCis> rotation(*rope, input_row,
+    MlaRowRotation<kN> rotation(*rope, input_row,
                                                        a.rope + input_row * a.rope_row_stride);
     begin_row<kPdl>(guard, sources, src, rotation.position_src);
     const int rope_index = lane - nope_lanes;

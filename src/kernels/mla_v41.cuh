@@ -11,11 +11,12 @@ namespace cachestore::kernels {
 // Both V4.1 layouts' row; kRule is unread (the layouts fix their scale formats).
 template <MlaLayout kLayout>
 struct V41Row {
-  template <ScaleRule kRule, typename SlotT, int kN, bool kPdl, int kRope = kRopeNone>
+  template <ScaleRule kRule, typename SlotT, int kN, bool kPdl, int kRope = kRopeNone,
+            typename Rope = RopeArgs>
   __device__ __forceinline__ static void store(const GuardArgs& guard, const MlaArgs& a,
                                                const PageTableArgs& table,
                                                int64_t row, int lane, bool live,
-                                               const RopeArgs* rope = nullptr) {
+                                               const Rope* rope = nullptr) {
     constexpr layout::PagedRows kRows = layout::mla_layout(kLayout).rows;
     constexpr int kNopeLanes = layout::mla_layout(kLayout).nope_dim / kN;
     constexpr int kTileLanes = layout::mla_layout(kLayout).tile / kN;
