@@ -37,12 +37,12 @@ struct V41Row {
       scale_byte = static_cast<uint8_t>(
           __nv_cvt_float_to_fp8(detail::v41_fp4_scale_input(amax), __NV_SATFINITE, __NV_E4M3));
       // x / s by the decoded scale with IEEE division's result (s in [2^-9, 448], where the
-      // Markstein quotient applies; an Inf x keeps its Inf quotient).
+      // Markstein quotient applies; an Inf x keeps its Inf quotient). The reciprocal only on
+      // the per-value path (a block with a NaN or Inf): the thresholds need none.
       const float s = e4m3_scale_decode(scale_byte);
-      const float r = reciprocal_rn(s);
       *reinterpret_cast<Fp4Bytes<kN>*>(data_row + kN / 2 * lane) =
-          x.to_e2m1(s, Fp4Ties::kToEven, [s, r](float v) {
-            return markstein_quotient<true>(v, s, r);
+          x.to_e2m1(s, Fp4Ties::kToEven, [s](float v) {
+            return markstein_quotient<true>(v, s, reciprocal_rn(s));
           });
     }
     // Every lane of a tile writes the tile's scale byte (the same value), as V4 does: no EXIT

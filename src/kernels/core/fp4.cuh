@@ -70,20 +70,27 @@ __device__ __forceinline__ Fp4Bytes<kN> pack_e2m1(const float (&v)[kN], Fp4Ties 
 
 // The e2m1 bytes of 4 words of 2 bf16 values each, in memory order: `code(a)` takes a word's
 // two magnitudes (bf16x2) and returns 128 + each code as bf16x2, whose low mantissa bits are
-// then the codes; the signs are the input's (kept on a zero magnitude).
+// then the codes; the signs are the input's (kept on a zero magnitude). Each half's code (below
+// 8) with its sign as bit 3 is the half's nibble in its low byte; two byte permutes gather the
+// four nibbles of two words into the low nibbles of four bytes, a shift and an OR pair them into
+// bytes 0 and 2, and a third permute packs the two words' pairs: 15 instructions for 8 values,
+// where masking and shifting each code and sign into place took 32.
 template <typename Code>
 __device__ __forceinline__ uint32_t e2m1_bytes_of_bf16_words(const uint32_t* w, Code code) {
-  uint32_t out = 0;
+  uint32_t nibbles[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const uint32_t magnitude = w[j] & 0x7fff7fffu;
     const __nv_bfloat162 sum = code(*reinterpret_cast<const __nv_bfloat162*>(&magnitude));
-    const uint32_t c = *reinterpret_cast<const uint32_t*>(&sum);
-    const uint32_t byte = (c & 0x7u) | ((c >> 12) & 0x70u) | ((w[j] >> 12) & 0x8u) |
-                          ((w[j] >> 24) & 0x80u);
-    out |= byte << (8 * j);
+    nibbles[j] = *reinterpret_cast<const uint32_t*>(&sum) | ((w[j] >> 12) & 0x00080008u);
   }
-  return out;
+  uint32_t pairs[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const uint32_t p = __byte_perm(nibbles[2 * i], nibbles[2 * i + 1], 0x6420);
+    pairs[i] = p | (p >> 4);
+  }
+  return __byte_perm(pairs[0], pairs[1], 0x6420);
 }
 
 // e2m1 codes of x / s for bf16 x and a scale s of a few significant bits (V41_FP4's e4m3 scale,
