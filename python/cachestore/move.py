@@ -25,12 +25,15 @@ zlib's CRC-32, `zlib.crc32` of that block of a contiguous staging buffer, see `h
 with `expected_checksums=` a source block whose CRC-32 differs is not written and is counted in
 `diagnostics[2]` (checksum_mismatches; diagnostics then int64 [3]). A gather with `checksums=`
 and the receiver's scatter with them as `expected_checksums=` never stores a page that changed
-in transit. Nothing synchronizes or
-allocates, so a move can be captured in a CUDA graph (build `Pages` before the capture).
+in transit. Nothing synchronizes or allocates, so a move can be captured in a CUDA graph. Layers
+that are separate allocations take a device table of their addresses, copied once per set of
+addresses and kept (`Pages`): build a `Pages` of them once before a capture (or call the move
+once), and a Pages built again from the same tensors, during a capture too, reuses it.
 
 The op is `torch.ops.cachestore.move_pages` (native ops only: torch >= 2.10 with the package's
 extension).
 """
+import collections
 import ctypes
 import zlib
 
@@ -62,11 +65,42 @@ def _byte_view(t, name):
     return t.view(torch.uint8)
 
 
+# The device tables of plane addresses (Pages.plane_bases), by device and addresses: a table
+# holds addresses only, so it is right for any tensors at those addresses, alive or not. An
+# engine that builds its Pages per call (compat's per-layer lists) copies each table once.
+# Least recently used tables beyond the bound are dropped, except one used while a stream was
+# capturing, which a graph may still read: it is kept for the process.
+_BASE_TABLES = collections.OrderedDict()
+_BASE_TABLES_KEPT = {}
+_BASE_TABLES_BOUND = 256
+
+
+def _capturing(device):
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def _base_table(flat):
+    key = (flat[0].device, tuple(v.data_ptr() for v in flat))
+    table = _BASE_TABLES_KEPT.get(key)
+    if table is None:
+        table = _BASE_TABLES.pop(key, None)
+        if table is None:
+            table = torch.tensor(key[1], dtype=torch.int64, device=key[0])
+        if _capturing(key[0]):
+            _BASE_TABLES_KEPT[key] = table
+        else:
+            _BASE_TABLES[key] = table
+            while len(_BASE_TABLES) > _BASE_TABLES_BOUND:
+                _BASE_TABLES.popitem(last=False)
+    return table
+
+
 class Pages:
     """One side of a move: `views[layer][plane]`, uint8 [num_pages, page_size, heads, row_bytes]
     byte views, every layer's planes alike. Layers that are not one stride apart in memory (one
-    allocation a layer) get their base table (`plane_bases`) built here, once: build a Pages
-    before a graph capture and keep it."""
+    allocation a layer) take a device table of their addresses (`plane_bases`), copied the first
+    time a Pages has those addresses and reused after (_base_table): build one before a graph
+    capture, and a capture may then build Pages of the same tensors again."""
 
     def __init__(self, views):
         self.views = [list(layer) for layer in views]
@@ -76,8 +110,7 @@ class Pages:
         self.num_planes = len(self.views[0])
         self.plane_bases = None
         if len(self.views) > 1 and flat[0].is_cuda and not _one_stride(self.views):
-            self.plane_bases = torch.tensor([v.data_ptr() for v in flat], dtype=torch.int64,
-                                            device=flat[0].device)
+            self.plane_bases = _base_table(flat)
 
     @property
     def num_layers(self):

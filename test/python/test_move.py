@@ -143,3 +143,26 @@ def test_mla_and_index_k_pages_are_the_layout_tables_token_rows():
         mv.mla_pages(torch.zeros(2, 37440, dtype=torch.uint8), "v4", 128)
     with pytest.raises(ValueError, match="head_dim = 100: must be a positive multiple of 32"):
         mv.index_k_pages(torch.zeros(2, 4352, dtype=torch.uint8), "fp4", 64, head_dim=100)
+
+
+def test_plane_base_tables_are_copied_once_per_set_of_addresses(monkeypatch):
+    # CPU tensors take no table in a Pages (only separate CUDA allocations do), so the table
+    # helper is driven directly: the same addresses give the same table, holding them; other
+    # addresses another; past the bound the least recently used goes, except a table used
+    # while a stream was capturing.
+    monkeypatch.setattr(mv, "_BASE_TABLES", type(mv._BASE_TABLES)())
+    monkeypatch.setattr(mv, "_BASE_TABLES_KEPT", {})
+    monkeypatch.setattr(mv, "_BASE_TABLES_BOUND", 2)
+    layers = [torch.zeros(4, 16, dtype=torch.uint8) for _ in range(3)]
+    first = mv._base_table(layers)
+    assert first.tolist() == [t.data_ptr() for t in layers] and first.dtype == torch.int64
+    assert mv._base_table(list(layers)) is first
+    other = mv._base_table(layers[::-1])
+    assert other is not first and other.tolist() == [t.data_ptr() for t in layers[::-1]]
+    monkeypatch.setattr(mv, "_capturing", lambda device: True)
+    captured = mv._base_table(layers[1:])
+    monkeypatch.setattr(mv, "_capturing", lambda device: False)
+    for i in range(3):  # three more sets of addresses: past the bound of 2
+        mv._base_table([layers[i]])
+    assert mv._base_table(layers) is not first  # dropped, copied again
+    assert mv._base_table(layers[1:]) is captured  # kept for the graph that may read it
