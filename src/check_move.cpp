@@ -39,9 +39,35 @@ Status plane_extent(const PlaneStrides& s, const PlaneRows& rows, int64_t num_pa
   return Status::kSuccess;
 }
 
-// The bytes each plane of a side covers over all layers, [first, last) (zero: not known on the
-// host, from plane_bases: the caller keeps the sides apart).
-using Spans = std::array<std::array<int64_t, 2>, kMaxPagePlanes>;
+// The bytes each plane of a side covers: layer l's [first + l * stride, + extent) (extent zero:
+// not known on the host, from plane_bases: the caller keeps the sides apart). Layers of separate
+// allocations one stride apart leave gaps that another buffer may fill, so the layers' own
+// bytes are compared, not the span from the first to the last.
+struct PlaneSpan {
+  int64_t first;
+  int64_t extent;
+  int64_t stride;
+  int32_t layers;
+};
+using Spans = std::array<PlaneSpan, kMaxPagePlanes>;
+
+// Whether some layer of `a` shares a byte with some layer of `b`: for each layer of `a`, the
+// first layer of `b` that ends after it starts (strides >= 0; a stride of 0 is one layer).
+bool spans_overlap(const PlaneSpan& a, const PlaneSpan& b) {
+  if (a.extent == 0 || b.extent == 0) return false;
+  const int32_t a_layers = a.stride == 0 ? 1 : a.layers;
+  const int32_t b_layers = b.stride == 0 ? 1 : b.layers;
+  for (int32_t l = 0; l < a_layers; ++l) {
+    const int64_t start = a.first + l * a.stride, end = start + a.extent;
+    int64_t m = 0;  // the first layer m of b that ends after start
+    if (b.first + b.extent <= start) {
+      if (b.stride == 0) continue;
+      m = (start - b.extent - b.first) / b.stride + 1;
+    }
+    if (m < b_layers && b.first + m * b.stride < end) return true;
+  }
+  return false;
+}
 
 Status check_side(const MovePagesParams& p, const PageSide& side, int64_t entries,
                   const char* name, Spans* spans) {
@@ -90,8 +116,7 @@ Status check_side(const MovePagesParams& p, const PageSide& side, int64_t entrie
     CACHESTORE_RETURN_IF_ERROR(
         plane_extent(s, p.rows[j], side.num_pages, side.page_size, plane, &extent));
     if (side.plane_bases == nullptr)
-      (*spans)[j] = {base + s.offset,
-                     base + s.offset + extent + side.layer_stride * (p.num_layers - 1)};
+      (*spans)[j] = {base + s.offset, extent, side.layer_stride, p.num_layers};
   }
   return Status::kSuccess;
 }
@@ -141,15 +166,18 @@ Status check(const MovePagesParams& p) {
   CACHESTORE_RETURN_IF_ERROR(check_side(p, p.dst, dst_entries, "dst", &dst_spans));
   for (int32_t i = 0; i < p.num_planes; ++i)
     for (int32_t j = 0; j < p.num_planes; ++j) {
-      const auto& s = src_spans[i];
-      const auto& d = dst_spans[j];
-      if (s[0] < d[1] && d[0] < s[1])
+      const PlaneSpan& s = src_spans[i];
+      const PlaneSpan& d = dst_spans[j];
+      const auto last = [](const PlaneSpan& x) {
+        return static_cast<unsigned long long>(x.first + x.extent +
+                                               x.stride * (x.layers - 1));
+      };
+      if (spans_overlap(s, d))
         return fail(Status::kErrorInvalidArgument,
                     "src and dst overlap (src.planes[%d] bytes [%#llx, %#llx), dst.planes[%d] "
                     "[%#llx, %#llx)): a copy within one cache goes through a staging buffer",
-                    i, static_cast<unsigned long long>(s[0]),
-                    static_cast<unsigned long long>(s[1]), j,
-                    static_cast<unsigned long long>(d[0]), static_cast<unsigned long long>(d[1]));
+                    i, static_cast<unsigned long long>(s.first), last(s), j,
+                    static_cast<unsigned long long>(d.first), last(d));
     }
   return detail::succeed();
 }

@@ -7,6 +7,7 @@
 
 #include "cachestore/cachestore.h"
 #include "cachestore/layout.h"
+#include "cachestore/move.h"
 #include "test_support.h"
 #include "tuning.h"
 
@@ -467,6 +468,59 @@ TEST(Status, StringsAndVersion) {
   EXPECT_STREQ(status_string(static_cast<Status>(99)), "kUnknownStatus");
   EXPECT_EQ(version(), CACHESTORE_VERSION_MAJOR * 10000 + CACHESTORE_VERSION_MINOR * 100 +
                            CACHESTORE_VERSION_PATCH);
+}
+
+// move_pages' overlap refusal compares each layer's own bytes: two layers of separate
+// allocations one stride apart leave a gap where another buffer (a pinned staging buffer, in
+// the one address space) may sit. Addresses only; nothing is read.
+TEST(ArgumentChecks, MovePagesOverlapIsPerLayer) {
+  MovePagesParams p;
+  p.num_entries = 4;
+  p.num_layers = 3;
+  p.rows[0] = {1, 256};
+  const auto side = [](uintptr_t data, int64_t layer_stride) {
+    PageSide s;
+    s.data = reinterpret_cast<void*>(data);
+    s.num_pages = 16;
+    s.page_size = 4;
+    s.layer_stride = layer_stride;
+    s.planes[0] = {0, 256 * 4, 256, 256};  // 16 KiB a layer
+    return s;
+  };
+  constexpr uintptr_t kBase = uintptr_t{1} << 40;
+  constexpr int64_t kStride = 1 << 20, kLayer = 1 << 14;
+  p.src = side(kBase, kStride);
+  // A staging buffer of three contiguous layers in a gap, just after a layer, just before the
+  // first: accepted; one byte into a layer: refused.
+  for (const uintptr_t dst : {kBase + (1 << 16), kBase + kLayer, kBase + kStride + kLayer,
+                              kBase - 3 * kLayer}) {
+    MovePagesParams q = p;
+    q.dst = side(dst, kLayer);
+    EXPECT_EQ(check(q), S::kSuccess) << last_error_message();
+  }
+  for (const uintptr_t dst : {kBase + kStride - 3 * kLayer + 1, kBase + 2 * kStride + kLayer - 1,
+                              kBase - 3 * kLayer + 1}) {
+    MovePagesParams q = p;
+    q.dst = side(dst, kLayer);
+    EXPECT_EQ(check(q), S::kErrorInvalidArgument);
+    EXPECT_NE(std::string(last_error_message()).find("src and dst overlap"), std::string::npos);
+  }
+  // One layer each, either way round.
+  for (const int64_t gap : {int64_t{0}, int64_t{1} << 20, -(int64_t{1} << 20)}) {
+    MovePagesParams one = p;
+    one.num_layers = 1;
+    one.src = side(kBase, 0);
+    one.dst = side(kBase + (gap >= 0 ? kLayer + gap : gap - kLayer), 0);
+    EXPECT_EQ(check(one), S::kSuccess) << gap << ": " << last_error_message();
+    one.dst = side(kBase + (gap >= 0 ? kLayer - 1 : 1 - kLayer), 0);
+    EXPECT_EQ(check(one), S::kErrorInvalidArgument) << gap;
+  }
+  // Layers interleaved with the source's: each in a gap, then each touching one.
+  MovePagesParams q = p;
+  q.dst = side(kBase + (1 << 16), kStride);
+  EXPECT_EQ(check(q), S::kSuccess) << last_error_message();
+  q.dst = side(kBase + kLayer - 1, kStride);
+  EXPECT_EQ(check(q), S::kErrorInvalidArgument);
 }
 
 // The paged K/V block shapes: a power of two (or whole warps) of a row's vectors at decode sizes;
