@@ -96,8 +96,8 @@ struct MovePagesParams {
 // The copy (see above). Refused before anything is launched (the message names the argument):
 // a plane, layer or entry count out of range, page sizes that do not divide, a destination
 // entry list that does not hold the source's tokens, a side with no pages, a negative stride,
-// strides that overlap rows or pages of one side, source and destination extents that overlap
-// (copy within one cache: through a staging buffer), pageable host memory.
+// strides that overlap rows or pages of one side, source and destination layers that share a
+// byte (copy within one cache: through a staging buffer), pageable host memory.
 CACHESTORE_EXPORT Status move_pages(const MovePagesParams& params, cudaStream_t stream);
 // Every refusal of move_pages that needs no device query (all but the pageable-memory one).
 CACHESTORE_EXPORT Status check(const MovePagesParams& params);
