@@ -153,10 +153,12 @@ inline kernels::SlotArgs flat_slot_args(const SlotMapping& slots, int64_t capaci
   return {slots.data, slots.reserved_slot, capacity, 0, 0};
 }
 
-// A rotation's kernel arguments (RotaryEmbedding): `pair_units` NeoX pairs of vectors (0 for
-// GPT-J), `rotated_units` units that rotate, Q's units from `q_begin` of a row.
+// A rotation's kernel arguments (RotaryEmbedding): `pair_units` units of two vectors (NeoX's
+// partners, or two adjacent GPT-J vectors where `adjacent_pairs`; else 0), `rotated_units`
+// units that rotate, Q's units from `q_begin` of a row.
 inline kernels::RopeArgs rope_args(const RotaryEmbedding& r, int32_t pair_units,
-                                   int32_t rotated_units, int32_t q_begin) {
+                                   int32_t rotated_units, int32_t q_begin,
+                                   bool adjacent_pairs = false) {
   auto* query = static_cast<uint8_t*>(r.query);
   const bool q_in_place = r.query_out == nullptr;
   return {r.positions,
@@ -177,6 +179,7 @@ inline kernels::RopeArgs rope_args(const RotaryEmbedding& r, int32_t pair_units,
                                                                    : 0)),
           r.key_out_head_stride,
           q_begin,
+          adjacent_pairs ? 1 : 0,
           query,
           r.query_token_stride,
           r.query_head_stride,

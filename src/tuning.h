@@ -49,6 +49,8 @@ struct PagedKvPolicy {
   int32_t min_threads;        // a block's threads at least, at small n
   int64_t wide_rows;          // from this many rows the 16-byte kernel takes
                               // kPagedKvWideVectors vectors a thread (0: never)
+  int64_t gptj_pair_rows;     // from this many rows a GPT-J rotation's units take two adjacent
+                              // vectors where its rotary dim has an even count (0: never)
 };
 
 // Values a lane of the quantizing kernels: 4 (fp8 index-K only) up to four_max_rows rows, 8 up to
@@ -72,7 +74,7 @@ inline constexpr StorePolicy kBlackwellPolicy{
     .index_k = {.block_threads = 512, .min_block_threads = 64, .spread_sms = 1},
     .mla = {.kv_warps_per_block = 8, .min_rows = 2, .two_per_sm_rows = 0,
             .fused_pdl_one_row = false, .freqs_cis_kernel = 1},
-    .paged_kv = {.max_threads = 256, .min_threads = 64, .wide_rows = 2048},
+    .paged_kv = {.max_threads = 256, .min_threads = 64, .wide_rows = 2048, .gptj_pair_rows = 512},
     .values_per_lane = {.four_max_rows = 512, .eight_max_rows = 1024},
 };
 
@@ -81,7 +83,7 @@ inline constexpr StorePolicy kHopperPolicy{
     .index_k = {.block_threads = 256, .min_block_threads = 128, .spread_sms = 2},
     .mla = {.kv_warps_per_block = 8, .min_rows = 2, .two_per_sm_rows = 2,
             .fused_pdl_one_row = true, .freqs_cis_kernel = 1},
-    .paged_kv = {.max_threads = 256, .min_threads = 64, .wide_rows = 2048},
+    .paged_kv = {.max_threads = 256, .min_threads = 64, .wide_rows = 2048, .gptj_pair_rows = 512},
     .values_per_lane = {.four_max_rows = 512, .eight_max_rows = 1024},
 };
 
@@ -90,7 +92,7 @@ inline constexpr StorePolicy kPortablePolicy{
     .index_k = {.block_threads = 256, .min_block_threads = 64, .spread_sms = 1},
     .mla = {.kv_warps_per_block = 4, .min_rows = 2, .two_per_sm_rows = 0,
             .fused_pdl_one_row = false, .freqs_cis_kernel = 1},
-    .paged_kv = {.max_threads = 256, .min_threads = 64, .wide_rows = 2048},
+    .paged_kv = {.max_threads = 256, .min_threads = 64, .wide_rows = 2048, .gptj_pair_rows = 512},
     .values_per_lane = {.four_max_rows = 512, .eight_max_rows = 1024},
 };
 
@@ -109,6 +111,7 @@ static_assert(kHopperPolicy.index_k.block_threads <= kMaxBlockThreads &&
 // timed and tested without a rebuild. The fields whose every value is a valid policy:
 //   paged_kv.wide_rows            rows from which the 16-byte paged K/V kernel takes
 //                                 kPagedKvWideVectors vectors a thread (0: never; 1: always)
+//   paged_kv.gptj_pair_rows       rows from which GPT-J rotation units take two vectors
 //   values_per_lane.four_max_rows, values_per_lane.eight_max_rows
 //   mla.freqs_cis_kernel          0 | 1
 // Returns true, or false with what is wrong with `spec` (naming the field) in `error`. Plain C
@@ -121,6 +124,7 @@ inline bool apply_overrides(const char* spec, StorePolicy* policy, char* error,
   };
   const Field fields[] = {
       {"paged_kv.wide_rows", &policy->paged_kv.wide_rows},
+      {"paged_kv.gptj_pair_rows", &policy->paged_kv.gptj_pair_rows},
       {"values_per_lane.four_max_rows", &policy->values_per_lane.four_max_rows},
       {"values_per_lane.eight_max_rows", &policy->values_per_lane.eight_max_rows},
       {"mla.freqs_cis_kernel", &policy->mla.freqs_cis_kernel},

@@ -17,6 +17,7 @@
 #include "gpu_support.cuh"
 #include "kernels/core/bf16_values.cuh"
 #include "kernels/core/fp4.cuh"
+#include "kernels/core/rope.cuh"
 #include "kernels/core/ue8m0.cuh"
 #include "reference/conversions.h"
 #include "reference/reference.h"
@@ -251,6 +252,60 @@ TEST_F(GpuTest, BranchFreeQuotientMatchesIeeeDivisionOnEveryScalePair) {
                          << m.first_inputs([](char* buf, size_t n, uint32_t v) {
                               std::snprintf(buf, n, " a=%04x,x=%04x", v >> 16, v & 0xffff);
                             });
+}
+
+// The RoPE stores' packed 16-bit arithmetic (kernels::PackedPair: two values a word, for
+// kInputType rounding) against the rule it replaces, each fp32 product, sum and difference
+// rounded to the type: every pair (a, b) of bf16 and of fp16 bit patterns, NaN, Inf, zeros and
+// subnormals included, in both halves of the word. What must agree is the 16-bit result.
+template <KvDataType kIn>
+__device__ uint16_t rounded_to(float x) {
+  return kIn == KvDataType::kBf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x))
+                                  : __half_as_ushort(__float2half_rn(x));
+}
+
+template <KvDataType kIn>
+__device__ bool packed_pair_matches(uint16_t a, uint16_t b) {
+  using P = kernels::PackedPair<kIn>;
+  const float fa = kernels::kv_value<kIn>(a), fb = kernels::kv_value<kIn>(b);
+  const uint32_t ab = a | uint32_t{b} << 16, ba = b | uint32_t{a} << 16;
+  const auto both = [](uint16_t lo, uint16_t hi) { return lo | uint32_t{hi} << 16; };
+  const auto r = [](float x) { return rounded_to<kIn>(x); };
+  return P::mul(ab, ba) == both(r(__fmul_rn(fa, fb)), r(__fmul_rn(fb, fa))) &&
+         P::add(ab, ba) == both(r(__fadd_rn(fa, fb)), r(__fadd_rn(fb, fa))) &&
+         P::sub(ab, ba) == both(r(__fsub_rn(fa, fb)), r(__fsub_rn(fb, fa)));
+}
+
+__global__ void packed_pair_kernel(uint32_t stride, Mismatches* bf16, Mismatches* fp16) {
+  const uint32_t a = (blockIdx.x * stride) & 0xffffu;
+  for (uint32_t b = threadIdx.x; b < 65536; b += blockDim.x) {
+    const uint32_t pair = a << 16 | b;
+    if (!packed_pair_matches<KvDataType::kBf16>(a, b)) {
+      const unsigned long long k = atomicAdd(&bf16->count, 1ull);
+      if (k < 16) bf16->first[k] = pair;
+    }
+    if (!packed_pair_matches<KvDataType::kFp16>(a, b)) {
+      const unsigned long long k = atomicAdd(&fp16->count, 1ull);
+      if (k < 16) fp16->first[k] = pair;
+    }
+  }
+}
+
+TEST_F(GpuTest, PackedRotationArithmeticMatchesTheFp32RuleForEveryPair) {
+  const uint32_t stride = sanitizer_run() ? 257 : 1;  // 257: every 257th first operand
+  thrust::device_vector<Mismatches> result(2, Mismatches{});
+  packed_pair_kernel<<<65536 / stride + 1, 256>>>(stride, thrust::raw_pointer_cast(result.data()),
+                                                  thrust::raw_pointer_cast(result.data()) + 1);
+  CUDA_ASSERT(cudaGetLastError());
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const auto pair = [](char* buf, size_t n, uint32_t v) {
+    std::snprintf(buf, n, " a=%04x,b=%04x", v >> 16, v & 0xffff);
+  };
+  const Mismatches bf16 = result[0], fp16 = result[1];
+  EXPECT_EQ(bf16.count, 0u) << "bf16 pairs where packed arithmetic differs:"
+                            << bf16.first_inputs(pair);
+  EXPECT_EQ(fp16.count, 0u) << "fp16 pairs where packed arithmetic differs:"
+                            << fp16.first_inputs(pair);
 }
 
 // The kernels' branch-free reciprocal (kernels::reciprocal_rn) against rcp.rn.f32 for every s of

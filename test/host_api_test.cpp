@@ -565,6 +565,9 @@ TEST(TuningOverrides, FieldsSetAndRefusals) {
   EXPECT_EQ(p.mla.freqs_cis_kernel, 1);
   EXPECT_EQ(override_error("mla.freqs_cis_kernel=0", &p), "");
   EXPECT_EQ(p.mla.freqs_cis_kernel, 0);
+  EXPECT_EQ(p.paged_kv.gptj_pair_rows, 512);
+  EXPECT_EQ(override_error("paged_kv.gptj_pair_rows=0", &p), "");
+  EXPECT_EQ(p.paged_kv.gptj_pair_rows, 0);
   EXPECT_EQ(tuning::paged_kv_vectors_per_thread(p, 1, 256), tuning::kPagedKvWideVectors);
   EXPECT_EQ(tuning::paged_kv_vectors_per_thread(p, 1, 258), 1);  // 4 does not divide the row
   EXPECT_EQ(override_error("paged_kv.wide_rows=0,", &p), "");

@@ -14,7 +14,15 @@ Status launch_paged_kv_rope(const PagedKvParams& p, const ArchInfo& arch, cudaSt
   const RotaryEmbedding& r = p.rope;
   const int32_t d = p.k.head_dim;
   const bool neox = r.style == RopeStyle::kNeox;
-  const int32_t pair_units = neox ? r.rotary_dim / (2 * kW) : 0;
+  // GPT-J's pairs lie inside a vector; two adjacent vectors a unit keep 32 bytes a thread in
+  // flight, as NeoX's pairs do, behind the position and cos/sin loads. The packed kernels
+  // (kInputType rounding of 16-bit inputs) have that form; the fp32 rounding's kernels keep
+  // one vector a GPT-J unit and NeoX's registers.
+  const bool packed = p.input_type != KvDataType::kFp32 && r.rounding == RopeRounding::kInputType;
+  const int64_t gptj_pair_rows = arch.policy.paged_kv.gptj_pair_rows;
+  const bool adjacent = !neox && packed && r.rotary_dim % (2 * kW) == 0 && gptj_pair_rows > 0 &&
+                        p.batch.num_tokens >= gptj_pair_rows;
+  const int32_t pair_units = neox || adjacent ? r.rotary_dim / (2 * kW) : 0;
   const int32_t units_per_head = d / kW - pair_units;  // a pair is one unit of two vectors
   kernels::PagedKvArgs args = paged_kv_args(p, kW);
   const int32_t v_vecs = args.vecs_per_token - args.k_vecs;
@@ -24,7 +32,8 @@ Status launch_paged_kv_rope(const PagedKvParams& p, const ArchInfo& arch, cudaSt
   args.vecs_per_token = q_begin + r.num_query_heads * units_per_head;
 
   const kernels::RopeArgs rope =
-      rope_args(r, pair_units, neox ? pair_units : r.rotary_dim / kW, q_begin);
+      rope_args(r, pair_units, pair_units > 0 ? pair_units : r.rotary_dim / kW, q_begin,
+                adjacent);
 
   dim3 grid, block;
   CACHESTORE_RETURN_IF_ERROR(paged_kv_grid(p, arch, args.vecs_per_token, &grid, &block));
@@ -38,8 +47,14 @@ Status launch_paged_kv_rope(const PagedKvParams& p, const ArchInfo& arch, cudaSt
         constexpr KvDataType kIn = decltype(input)::value;
         constexpr bool kPdl = decltype(pdl_constant)::value;
         using SlotT = decltype(slot);
-        return launch_store(kernels::paged_kv_rope_kernel<SlotT, kCache, kIn, kPdl>, grid, block,
-                            stream, pdl_constant, guard, args, table, block_scales, rope);
+        if constexpr (kIn != KvDataType::kFp32) {
+          if (packed)
+            return launch_store(kernels::paged_kv_rope_kernel<SlotT, kCache, kIn, kPdl, true>,
+                                grid, block, stream, pdl_constant, guard, args, table,
+                                block_scales, rope);
+        }
+        return launch_store(kernels::paged_kv_rope_kernel<SlotT, kCache, kIn, kPdl, false>, grid,
+                            block, stream, pdl_constant, guard, args, table, block_scales, rope);
       });
 }
 

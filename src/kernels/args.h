@@ -189,8 +189,9 @@ struct RopeArgs {
   uint8_t* k_out;               // nullptr: none; == the K input: in place
   int64_t k_out_token_stride;
   int32_t half_rot;             // rotary_dim / 2: the sin offset and NeoX's partner (elements)
-  int32_t pair_units;           // NeoX: rotary_dim / (2 kW) units that are pairs; GPT-J: 0
-  int32_t rotated_units;        // units that rotate: NeoX pair_units, GPT-J rotary_dim / kW
+  int32_t pair_units;           // units that are pairs of vectors: rotary_dim / (2 kW) for NeoX
+                                // and adjacent_pairs, else 0
+  int32_t rotated_units;        // units that rotate: pair_units, or rotary_dim / kW
   uint8_t positions_int64;
   uint8_t cos_sin_type;         // KvDataType
   uint8_t input_rounding;       // RopeRounding::kInputType
@@ -198,6 +199,8 @@ struct RopeArgs {
   int64_t k_out_head_stride;
   // Q: units j >= q_begin of a row, as many a head as K's (k.vecs_per_head).
   int32_t q_begin;
+  int32_t adjacent_pairs;       // GPT-J with rotary_dim / kW even: 1, a pair unit holds two
+                                // adjacent vectors (pair_units of them); 0: NeoX's pairs or none
   const uint8_t* q;             // element strides of the input type
   int64_t q_token_stride;
   int64_t q_head_stride;
@@ -206,6 +209,7 @@ struct RopeArgs {
   int64_t q_out_head_stride;
 };
 static_assert(offsetof(RopeArgs, k_out_head_stride) == 64, "a K row's fields in 64 bytes");
+static_assert(offsetof(RopeArgs, q) == 80, "adjacent_pairs fills q_begin's padding");
 
 // fused_store_cache's rotation in SGLang's freqs_cis form (V4.1 layouts, no Q; mla_launch.cuh's
 // freqs_cis_form): row i's own row of 32 fp32 (cos, sin) pairs. The kernel of that form takes it

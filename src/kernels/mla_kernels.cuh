@@ -136,13 +136,9 @@ __device__ __forceinline__ void rotate_query_unit(const GuardArgs& guard, const 
   if (row >= n || position < 0 || position >= r.max_position) return;
   float v[8], w[8];
   rotate_unit<KvDataType::kBf16, 8, 1, true>(r, unit, position, x, y, v, w);
-  encode_values<KvDataType::kBf16>(v, x);
   uint8_t* base = r.q_out + 2 * (row * r.q_out_token_stride + unit.head * r.q_out_head_stride);
   store_vectors(base + 16 * unit.vec, x);
-  if (unit.pair) {
-    encode_values<KvDataType::kBf16>(w, y);
-    store_vectors(base + 16 * (unit.vec + static_cast<uint32_t>(r.pair_units)), y);
-  }
+  if (unit.pair) store_vectors(base + 16 * (unit.vec + static_cast<uint32_t>(r.pair_units)), y);
 }
 
 template <MlaLayout kLayout, ScaleRule kRule, typename SlotT, int kN, bool kPdl>

@@ -9,7 +9,7 @@
 
 namespace cachestore::kernels {
 
-template <int kW, typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
+template <int kW, typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl, bool kPacked>
 __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const PagedKvArgs& a,
                                                    const PageTableArgs& table,
                                                    const BlockScaleArgs& block_scales,
@@ -25,14 +25,14 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
   const uint32_t jj = static_cast<uint32_t>(is_q ? j - r.q_begin : is_v ? j - a.k_vecs : j);
   // Q's heads have K's head dim, so K's units a head are Q's too.
   const RopeUnit unit = is_v ? RopeUnit::plain(side.vecs_per_head, jj)
-                             : RopeUnit::rotating(r, a.k.vecs_per_head, jj);
+                             : RopeUnit::rotating<kPacked>(r, a.k.vecs_per_head, jj);
   const In* src =
       is_q ? reinterpret_cast<const In*>(r.q) +
                  (row * r.q_token_stride + unit.head * r.q_head_stride)
            : reinterpret_cast<const In*>(side.src) +
                  (row * side.token_stride + unit.head * side.head_stride);
   src += kW * unit.vec;
-  const In* partner_src = src + r.half_rot;  // read by NeoX pairs only
+  const In* partner_src = src + kW * RopeUnit::partner_vecs<kPacked>(r);  // read by pairs only
   const float* scale_src = side.scale + static_cast<int64_t>(unit.head) * side.scale_stride;
   const uint8_t* position_src = position_address(r, row);
   GuardSources<SlotT> sources(guard, a.slots, table, row);
@@ -84,17 +84,14 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
   const bool write_out = out != nullptr && real && position_ok && (unit.rotated || !in_place);
   if (!stored && !write_out) return;
 
-  // A rotated unit's values stay fp32 (each a value of the input type) for a quantized cache;
-  // they are encoded back to the input type only for what writes input-type bits.
+  // A rotated unit: x (y) its input-type bits for what writes them, v (w) the same values as
+  // fp32 for a quantized cache. Adjacent GPT-J units come with the packed form only.
   float v[kW], w[kW];
-  if (unit.rotated) {
-    rotate_unit<kIn>(r, unit, position, x, y, v, w);
-    if (write_out || kCache == KvCacheType::kAuto) {
-      encode_values<kIn>(v, x);
-      if (unit.pair) encode_values<kIn>(w, y);
-    }
-  }
-  const uint32_t partner_vec = unit.vec + static_cast<uint32_t>(r.pair_units);
+  const bool want_bits = write_out || kCache == KvCacheType::kAuto;
+  if (unit.rotated)
+    rotate_unit<kIn, kW, kLoads, false, kPacked, kPacked>(r, unit, position, x, y, v, w, want_bits);
+  const uint32_t partner_vec =
+      unit.vec + static_cast<uint32_t>(RopeUnit::partner_vecs<kPacked>(r));
   if (write_out) {
     uint8_t* base = out + sizeof(In) * (row * out_token_stride + unit.head * out_head_stride);
     store_vectors(base + sizeof(In) * kW * unit.vec, x);
@@ -113,12 +110,14 @@ __device__ __forceinline__ void paged_kv_rope_unit(const GuardArgs& guard, const
   if (unit.pair) store_kv_vector<kW, kCache, kIn>(side, bs, pos, unit.head, partner_vec, y, scale);
 }
 
-template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>
+// kPacked: kInputType rounding of a 16-bit input, on two values a word (its own kernel, so
+// that the fp32 rounding's registers and schedule do not carry the packed path).
+template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl, bool kPacked>
 __global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
 paged_kv_rope_kernel(const GuardArgs guard, const PagedKvArgs a, const PageTableArgs table,
                      const BlockScaleArgs block_scales, const RopeArgs rope) {
   constexpr int kW = layout::kv_cache_type(kCache).values_per_thread;
-  paged_kv_rope_unit<kW, SlotT, kCache, kIn, kPdl>(guard, a, table, block_scales, rope);
+  paged_kv_rope_unit<kW, SlotT, kCache, kIn, kPdl, kPacked>(guard, a, table, block_scales, rope);
 }
 
 }  // namespace cachestore::kernels

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/args.h"
 #include "kernels/core/vector_io.cuh"
@@ -120,22 +122,30 @@ __device__ __forceinline__ void encode_values(const float (&v)[kW], uint4 (&x)[k
   }
 }
 
-// Which unit a thread holds: its head, its (first) vector, whether it is a NeoX pair (the vector
-// and the one rotary_dim / 2 after it) and whether it rotates.
+// Which unit a thread holds: its head, its (first) vector, whether it is a pair (NeoX: the
+// vector and the one rotary_dim / 2 after it; adjacent_pairs: two GPT-J vectors side by side)
+// and whether it rotates.
 struct RopeUnit {
   uint32_t head;
   uint32_t vec;
   bool pair;
   bool rotated;
 
-  // A K or Q unit (`per_head` units a head).
+  // A K or Q unit (`per_head` units a head): pairs first, then the unrotated vectors after the
+  // rotary dim's 2 pair_units. kAdjacent: the kernel reads adjacent_pairs (else NeoX's only).
+  template <bool kAdjacent = false>
   __device__ __forceinline__ static RopeUnit rotating(const RopeArgs& r, const FastDivmod& per_head,
                                                       uint32_t jj) {
     const uint32_t head = per_head.div(jj);
     const uint32_t u = jj - head * per_head.divisor;
-    const bool pair = static_cast<int32_t>(u) < r.pair_units;  // NeoX only (GPT-J: 0 pairs)
-    return {head, r.pair_units > 0 && !pair ? u + r.pair_units : u, pair,
-            static_cast<int32_t>(u) < r.rotated_units};
+    const bool pair = static_cast<int32_t>(u) < r.pair_units;
+    const uint32_t vec = !pair ? u + r.pair_units : kAdjacent && r.adjacent_pairs != 0 ? 2 * u : u;
+    return {head, vec, pair, static_cast<int32_t>(u) < r.rotated_units};
+  }
+  // A pair unit's second vector, in vectors after its first.
+  template <bool kAdjacent = false>
+  __device__ __forceinline__ static int32_t partner_vecs(const RopeArgs& r) {
+    return kAdjacent && r.adjacent_pairs != 0 ? 1 : r.pair_units;
   }
   // A V vector: stored as it is.
   __device__ __forceinline__ static RopeUnit plain(const FastDivmod& per_head, uint32_t jj) {
@@ -181,16 +191,114 @@ __device__ __forceinline__ void rotate_adjacent_pairs(float (&v)[kN], const floa
   }
 }
 
-// A unit's kW input values x rotated at `position` into v, fp32: a NeoX pair with its
-// partners y (d and d + rotary_dim / 2) into w, or GPT-J pairs (2i, 2i + 1) inside x (y, w
-// unused).
-template <KvDataType kIn, int kW, int kLoads, bool kMayInterleave = false>
+// Two values of a 16-bit input type a word, each product and each sum rounded once to the type:
+// the bits of kInputType's rule (the exact fp32 product rounded; an fp32 sum of two such values
+// rounded to fp32 and then to the type is the sum rounded once, as fp32 has more than 2p + 2
+// bits). gpu_conversion_test checks every pair of 16-bit values.
+template <KvDataType kIn>
+struct PackedPair {
+  using T2 = std::conditional_t<kIn == KvDataType::kBf16, __nv_bfloat162, __half2>;
+  __device__ __forceinline__ static T2 of(uint32_t w) {
+    T2 t;
+    memcpy(&t, &w, 4);
+    return t;
+  }
+  __device__ __forceinline__ static uint32_t bits(T2 t) {
+    uint32_t w;
+    memcpy(&w, &t, 4);
+    return w;
+  }
+  // (lo, hi) exact in the type (the rule's cos and sin): one conversion, no rounding.
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    if constexpr (kIn == KvDataType::kBf16) {
+      return bits(__floats2bfloat162_rn(lo, hi));
+    } else {
+      return bits(__floats2half2_rn(lo, hi));
+    }
+  }
+  __device__ __forceinline__ static uint32_t mul(uint32_t a, uint32_t b) {
+    return bits(__hmul2_rn(of(a), of(b)));
+  }
+  __device__ __forceinline__ static uint32_t add(uint32_t a, uint32_t b) {
+    return bits(__hadd2_rn(of(a), of(b)));
+  }
+  __device__ __forceinline__ static uint32_t sub(uint32_t a, uint32_t b) {
+    return bits(__hsub2_rn(of(a), of(b)));
+  }
+};
+
+// GPT-J's pair (lo, hi) of word w at cos c, sin s under kInputType: (lo c - hi s, hi c + lo s),
+// each product and sum rounded to the type.
+template <KvDataType kIn>
+__device__ __forceinline__ uint32_t rotate_adjacent_word(uint32_t w, float c, float s) {
+  using P = PackedPair<kIn>;
+  const uint32_t swapped = __byte_perm(w, 0, 0x1032);
+  return P::add(P::mul(w, P::pack(c, c)), P::mul(swapped, P::pack(-s, s)));
+}
+
+// A unit's kW input values x rotated at `position`: x (and y, for a pair) left holding the
+// rotated values in the input type (packed, or where `want_bits`), v (and w) the same values
+// as fp32. A NeoX pair rotates x
+// with its partners y (d and d + rotary_dim / 2); GPT-J pairs (2i, 2i + 1) lie inside x and,
+// for adjacent_pairs, inside the next vector y. kInputType on 16-bit inputs computes on two
+// values a word (PackedPair: the same bits as value by value) where the kernel is compiled
+// kPacked for that rounding; otherwise each value in fp32 by the rotation's rounding.
+// kAdjacent: the kernel's GPT-J units may be two adjacent vectors (r.adjacent_pairs).
+template <KvDataType kIn, int kW, int kLoads, bool kMayInterleave = false, bool kPacked = false,
+          bool kAdjacent = false>
 __device__ __forceinline__ void rotate_unit(const RopeArgs& r, const RopeUnit& unit,
-                                            int64_t position, const uint4 (&x)[kLoads],
-                                            const uint4 (&y)[kLoads], float (&v)[kW],
-                                            float (&w)[kW]) {
+                                            int64_t position, uint4 (&x)[kLoads],
+                                            uint4 (&y)[kLoads], float (&v)[kW], float (&w)[kW],
+                                            bool want_bits = true) {
+  const bool adjacent = kAdjacent && unit.pair && r.adjacent_pairs != 0;
+  const bool neox = unit.pair && !adjacent;
+  if constexpr (kPacked) {
+    static_assert(kIn != KvDataType::kFp32, "packed: two 16-bit values a word");
+    constexpr int kC = kW;  // cos/sin values a unit reads at most (a NeoX or adjacent pair)
+    float c[kC], s[kC];
+    const int32_t vec = static_cast<int32_t>(unit.vec);
+    if (unit.pair) {
+      load_cos_sin<kIn, kW, kMayInterleave>(r, position, (neox ? kW : kW / 2) * vec, c, s);
+    } else {
+      float ch[kW / 2], sh[kW / 2];
+      load_cos_sin<kIn, kW / 2, kMayInterleave>(r, position, kW / 2 * vec, ch, sh);
+#pragma unroll
+      for (int i = 0; i < kW / 2; ++i) {
+        c[i] = ch[i];
+        s[i] = sh[i];
+      }
+    }
+    using P = PackedPair<kIn>;
+    constexpr int kWords = kW / 2;
+    uint32_t xw[kWords], yw[kWords];
+    memcpy(xw, x, sizeof xw);
+    memcpy(yw, y, sizeof yw);
+    if (neox) {
+#pragma unroll
+      for (int k = 0; k < kWords; ++k) {
+        const uint32_t cw = P::pack(c[2 * k], c[2 * k + 1]);
+        const uint32_t sw = P::pack(s[2 * k], s[2 * k + 1]);
+        const uint32_t xr = P::sub(P::mul(xw[k], cw), P::mul(yw[k], sw));
+        yw[k] = P::add(P::mul(yw[k], cw), P::mul(xw[k], sw));
+        xw[k] = xr;
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kWords; ++k) {
+        xw[k] = rotate_adjacent_word<kIn>(xw[k], c[k], s[k]);
+        if (adjacent) yw[k] = rotate_adjacent_word<kIn>(yw[k], c[kWords + k], s[kWords + k]);
+      }
+    }
+    memcpy(x, xw, sizeof xw);
+    decode_values<kIn>(x, v);
+    if (unit.pair) {
+      memcpy(y, yw, sizeof yw);
+      decode_values<kIn>(y, w);
+    }
+    return;
+  }
   decode_values<kIn>(x, v);
-  if (unit.pair) {
+  if (neox) {
     decode_values<kIn>(y, w);
     float c[kW], s[kW];
     load_cos_sin<kIn, kW, kMayInterleave>(r, position, kW * static_cast<int32_t>(unit.vec), c, s);
@@ -200,11 +308,30 @@ __device__ __forceinline__ void rotate_unit(const RopeArgs& r, const RopeUnit& u
       v[i] = rotate_value<kIn>(vi, w[i], c[i], s[i], true, r.input_rounding);
       w[i] = rotate_value<kIn>(w[i], vi, c[i], s[i], false, r.input_rounding);
     }
+  } else if (adjacent) {
+    decode_values<kIn>(y, w);
+    float c[kW], s[kW];  // the first kW / 2 pairs x's, the rest y's
+    load_cos_sin<kIn, kW, kMayInterleave>(r, position, kW / 2 * static_cast<int32_t>(unit.vec),
+                                          c, s);
+    float cx[kW / 2], sx[kW / 2], cy[kW / 2], sy[kW / 2];
+#pragma unroll
+    for (int i = 0; i < kW / 2; ++i) {
+      cx[i] = c[i];
+      sx[i] = s[i];
+      cy[i] = c[kW / 2 + i];
+      sy[i] = s[kW / 2 + i];
+    }
+    rotate_adjacent_pairs<kIn>(v, cx, sx, r.input_rounding);
+    rotate_adjacent_pairs<kIn>(w, cy, sy, r.input_rounding);
   } else {
     float c[kW / 2], s[kW / 2];
     load_cos_sin<kIn, kW / 2, kMayInterleave>(r, position, kW / 2 * static_cast<int32_t>(unit.vec),
                                               c, s);
     rotate_adjacent_pairs<kIn>(v, c, s, r.input_rounding);
+  }
+  if (want_bits) {
+    encode_values<kIn>(v, x);
+    if (unit.pair) encode_values<kIn>(w, y);
   }
 }
 
