@@ -135,26 +135,45 @@ struct MoveEntry {
   bool dst_ok;           // dst_coarser: the destination page is usable (else per page)
 };
 
-// The entry's guard (block-uniform): the count, the ids, the diagnostics. Each entry's ids are
-// counted by the first part of layer 0's plane 0 only, a destination page by the block of its
-// first source entry.
-__device__ __forceinline__ MoveEntry move_entry(const MoveArgs& a, uint32_t entry32, int64_t n,
-                                                bool counts) {
-  const int64_t entry = entry32;
-  MoveEntry e{};
-  e.src_page = move_page_of(a.src, entry);
-  e.src_ok = move_page_ok(entry, n, e.src_page, a.src.num_pages, counts && threadIdx.x == 0,
-                          a.diagnostics);
-  e.dst_ok = true;
+// An entry's page ids, read before the count decides: the id arrays hold num_entries entries
+// and the grid none past them, so a padded entry's ids are in bounds, read and never used, and
+// the count, the ids and then the page's rows are two load latencies on the chain, not three.
+struct MoveIds {
+  int64_t src_page;
+  int64_t dst_page;      // dst_coarser: the destination page's id
+  uint32_t first_token;  // dst_coarser: the entry's first token in it
+  uint32_t within;       // dst_coarser: the entry's place among its destination page's
+};
+__device__ __forceinline__ MoveIds move_ids(const MoveArgs& a, uint32_t entry32) {
+  MoveIds ids{};
+  ids.src_page = move_page_of(a.src, entry32);
   if (a.dst_coarser) {
     // 32-bit: entries are below 2^31 (the grid), and a 64-bit division is a call.
     const uint32_t ratio = static_cast<uint32_t>(a.ratio);
     const uint32_t dst_entry = entry32 / ratio;
-    const uint32_t within = entry32 - dst_entry * ratio;
-    e.first_token = within * static_cast<uint32_t>(a.src.page_size);
-    e.dst_page = move_page_of(a.dst, dst_entry);
+    ids.within = entry32 - dst_entry * ratio;
+    ids.first_token = ids.within * static_cast<uint32_t>(a.src.page_size);
+    ids.dst_page = move_page_of(a.dst, dst_entry);
+  }
+  return ids;
+}
+
+// The entry's guard (block-uniform): the count, the ids, the diagnostics. Each entry's ids are
+// counted by the first part of layer 0's plane 0 only, a destination page by the block of its
+// first source entry.
+__device__ __forceinline__ MoveEntry move_entry(const MoveArgs& a, const MoveIds& ids,
+                                                uint32_t entry32, int64_t n, bool counts) {
+  const int64_t entry = entry32;
+  MoveEntry e{};
+  e.src_page = ids.src_page;
+  e.src_ok = move_page_ok(entry, n, e.src_page, a.src.num_pages, counts && threadIdx.x == 0,
+                          a.diagnostics);
+  e.dst_ok = true;
+  if (a.dst_coarser) {
+    e.first_token = ids.first_token;
+    e.dst_page = ids.dst_page;
     e.dst_ok = move_page_ok(entry, n, e.dst_page, a.dst.num_pages,
-                            counts && threadIdx.x == 0 && within == 0, a.diagnostics);
+                            counts && threadIdx.x == 0 && ids.within == 0, a.diagnostics);
   } else if (counts) {
     for (int32_t k = threadIdx.x; k < a.ratio; k += blockDim.x)
       move_page_ok(entry, n, move_page_of(a.dst, entry * a.ratio + k), a.dst.num_pages, true,
@@ -196,9 +215,10 @@ __global__ void __launch_bounds__(256) move_pages_kernel(const MoveArgs a) {
   const uint32_t entry32 = a.parts.div(blockIdx.x);
   const uint32_t part = blockIdx.x - entry32 * a.parts.divisor;
   const int32_t layer = blockIdx.y, plane = blockIdx.z;
+  const MoveIds ids = move_ids(a, entry32);
   const int64_t n = move_count(a);
   if (entry32 >= n) return;
-  const MoveEntry e = move_entry(a, entry32, n, layer == 0 && plane == 0 && part == 0);
+  const MoveEntry e = move_entry(a, ids, entry32, n, layer == 0 && plane == 0 && part == 0);
   if (!e.src_ok || !e.dst_ok) return;
   const MovePlaneArgs shape = a.planes[plane];
   if (part * a.part_vectors >= static_cast<uint32_t>(a.src.page_size) * shape.per_token.divisor)
@@ -255,9 +275,10 @@ __global__ void __launch_bounds__(256) move_pages_checksum_kernel(const MoveArgs
   begin_store<kPdl>(GuardArgs{});
   const uint32_t entry32 = blockIdx.x;
   const int32_t layer = blockIdx.y, plane = blockIdx.z;
+  const MoveIds ids = move_ids(a, entry32);
   const int64_t n = move_count(a);
   if (entry32 >= n) return;
-  const MoveEntry e = move_entry(a, entry32, n, layer == 0 && plane == 0);
+  const MoveEntry e = move_entry(a, ids, entry32, n, layer == 0 && plane == 0);
   if (!e.src_ok) return;
   const MovePlaneArgs shape = a.planes[plane];
   const uint8_t* src = move_plane_base(a.src, layer, plane, a.num_planes) +
