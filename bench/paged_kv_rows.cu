@@ -30,7 +30,8 @@ struct Caches {
   thrust::device_vector<uint8_t> k, v;  // 16-bit, fp8 or nvfp4 alike
   thrust::device_vector<int64_t> positions;  // [kMaxRows], in the cos/sin cache
   thrust::device_vector<uint16_t> cos_sin;   // [kRopePositions, 128] bf16
-  thrust::device_vector<uint8_t> k_blocks, v_blocks;  // nvfp4's e4m3 block scales
+  thrust::device_vector<uint8_t> k_blocks, v_blocks;  // nvfp4's e4m3 block scales; the
+                                                      // per-token-head fp32 scales
   thrust::device_vector<float> scales;  // K's then V's, one per head
 };
 Caches* g = nullptr;
@@ -101,6 +102,27 @@ Status store_nvfp4(const Node& node) {
   };
   kv.k_cache = view(g->k, g->k_blocks, scales);
   kv.v_cache = view(g->v, g->v_blocks, scales + kKvHeads);
+  return store_paged_kv(kv, node.stream);
+}
+
+// vLLM's fp8_per_token_head NHD caches of the H = 8, D = 128 rows: fp8 entries and an fp32
+// scale of each (slot, head) written into [slots, H] views (in the block-scale buffers).
+Status store_token_head(const Node& node) {
+  const layout::KvStrides st = layout::kv_nhd_strides(kKvPage, kKvHeads, kKvDim);
+  const layout::KvStrides ss = layout::kv_nhd_strides(kKvPage, kKvHeads, 1);
+  PagedKvParams kv = heads_params(node, KvCacheType::kFp8E4m3PerTokenHead, KvDataType::kBf16,
+                                  kKvDim, kKvSlots);
+  const auto view = [&](thrust::device_vector<uint8_t>& data,
+                        thrust::device_vector<uint8_t>& scales) {
+    KvCacheView c{thrust::raw_pointer_cast(data.data()), st.page, st.entry, st.head};
+    c.block_scales = thrust::raw_pointer_cast(scales.data());
+    c.block_scale_page_stride = ss.page;
+    c.block_scale_entry_stride = ss.entry;
+    c.block_scale_head_stride = ss.head;
+    return c;
+  };
+  kv.k_cache = view(g->k, g->k_blocks);
+  kv.v_cache = view(g->v, g->v_blocks);
   return store_paged_kv(kv, node.stream);
 }
 
@@ -312,6 +334,10 @@ const Family kPagedKv(
         // bytes and 128 scale bytes written.
         {30, "paged_kv_nhd_nvfp4", 5256, 2048, false, "paged_kv_nhd_fp8", true,
          "naive_k_one_node", kv_capacity, store_nvfp4, kHeadsWidth, kHeadsWidth},
+        // Per-token-head fp8 beside the per-tensor fp8 store of the same rows: 4096 input
+        // bytes and the slot, 2048 fp8 bytes and 64 scale bytes written.
+        {30, "paged_kv_nhd_fp8_per_token_head", 6216, 2048, false, "paged_kv_nhd_fp8", true,
+         "naive_k_one_node", kv_capacity, store_token_head, kHeadsWidth, kHeadsWidth},
         // RoPE fused into the store: Q (8192 bytes) read and written, K and V read (4096) and
         // written, the slot and the position (cos/sin rows stay in the L2). Beside the lean
         // two-node pair, and beside the store without RoPE of the same K/V.

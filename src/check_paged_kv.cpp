@@ -1,5 +1,5 @@
 // store_paged_kv's checks: the inputs and cache views of K and V (every layout by strides, fp8
-// scales, NVFP4 block scales), RoPE.
+// scales, NVFP4 block scales, per-token-head fp8 scale views), RoPE.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -58,34 +58,45 @@ Status check_nested_strides(std::array<std::pair<int64_t, int64_t>, 5> dims, int
   return Status::kSuccess;
 }
 
-// The nvfp4 parts of one side: D a multiple of 16, the 16-byte input vectors and 8-byte cache
-// entries the kernel moves, d contiguous, and the block-scale view (1 byte per 16 values).
+// What the 16-byte kernel's quantized types with a second view need of one side (nvfp4,
+// fp8_e4m3_per_token_head): the 16-byte input vectors and 8-byte cache entries the kernel
+// moves, d contiguous, and the view itself (non-null, strides >= 0).
+Status check_vector_side(const KvCacheView& c, const KvInput& in, const PagedKvParams& p,
+                         const char* name, const char* input_name, const char* view) {
+  const char* type = layout::kv_cache_type(p.cache_type).name;
+  const int64_t in_bytes = kv_input_bytes(p.input_type);
+  if (!aligned_to(in.data, 16) || in.token_stride * in_bytes % 16 != 0 ||
+      in.head_stride * in_bytes % 16 != 0)
+    return fail(Status::kErrorMisalignedOperand,
+                "%s: an %s cache reads 16-byte vectors; data and strides must be 16-byte "
+                "aligned", input_name, type);
+  if (c.chunk != 0 || c.dim_stride != 1)
+    return fail(Status::kErrorNotSupported,
+                "%s: an %s cache holds d contiguous (chunk 0, dim_stride 1)", name, type);
+  if (!aligned_to(c.data, 8) || c.page_stride % 8 != 0 || c.entry_stride % 8 != 0 ||
+      c.head_stride % 8 != 0)
+    return fail(Status::kErrorMisalignedOperand,
+                "%s: an %s cache takes 8-byte stores; data and strides (bytes) must be "
+                "8-byte aligned", name, type);
+  if (c.block_scales == nullptr)
+    return fail(Status::kErrorInvalidArgument, "%s.block_scales is null: an %s cache needs %s",
+                name, type, view);
+  if (c.block_scale_page_stride < 0 || c.block_scale_entry_stride < 0 ||
+      c.block_scale_head_stride < 0)
+    return fail(Status::kErrorInvalidArgument, "%s block-scale strides must be >= 0", name);
+  return Status::kSuccess;
+}
+
+// The nvfp4 parts of one side: D a multiple of 16, check_vector_side, and the block-scale view
+// (1 byte per 16 values).
 Status check_nvfp4_side(const KvCacheView& c, const KvInput& in, const PagedKvParams& p,
                         const char* name, const char* input_name) {
   const int32_t block = layout::kv_cache_type(KvCacheType::kNvfp4).block;
   if (in.head_dim % block != 0)
     return fail(Status::kErrorNotSupported, "%s.head_dim = %d: an nvfp4 cache needs a multiple "
                 "of %d", input_name, in.head_dim, block);
-  const int64_t in_bytes = kv_input_bytes(p.input_type);
-  if (!aligned_to(in.data, 16) || in.token_stride * in_bytes % 16 != 0 ||
-      in.head_stride * in_bytes % 16 != 0)
-    return fail(Status::kErrorMisalignedOperand,
-                "%s: an nvfp4 cache reads 16-byte vectors; data and strides must be 16-byte "
-                "aligned", input_name);
-  if (c.chunk != 0 || c.dim_stride != 1)
-    return fail(Status::kErrorNotSupported,
-                "%s: an nvfp4 cache holds d contiguous (chunk 0, dim_stride 1)", name);
-  if (!aligned_to(c.data, 8) || c.page_stride % 8 != 0 || c.entry_stride % 8 != 0 ||
-      c.head_stride % 8 != 0)
-    return fail(Status::kErrorMisalignedOperand,
-                "%s: an nvfp4 cache takes 8-byte stores; data and strides (bytes) must be "
-                "8-byte aligned", name);
-  if (c.block_scales == nullptr)
-    return fail(Status::kErrorInvalidArgument,
-                "%s.block_scales is null: an nvfp4 cache needs its e4m3 block scales", name);
-  if (c.block_scale_page_stride < 0 || c.block_scale_entry_stride < 0 ||
-      c.block_scale_head_stride < 0)
-    return fail(Status::kErrorInvalidArgument, "%s block-scale strides must be >= 0", name);
+  CACHESTORE_RETURN_IF_ERROR(
+      check_vector_side(c, in, p, name, input_name, "its e4m3 block scales"));
   const int32_t blocks = in.head_dim / block;
   const std::string scales = std::string(name) + ".block_scales";
   return check_nested_strides({{{1, blocks},
@@ -94,6 +105,30 @@ Status check_nvfp4_side(const KvCacheView& c, const KvInput& in, const PagedKvPa
                                 {c.block_scale_entry_stride, p.page_size},
                                 {c.block_scale_page_stride, p.num_pages}}},
                               1, p, blocks, scales.c_str());
+}
+
+// The fp8_e4m3_per_token_head parts of one side: D a power of two in [8, 256] (a head's vectors
+// are the lanes of one shuffle group: 1 to 32), check_vector_side, and the fp32 scale view (one
+// scale per (slot, head), strides in fp32 elements).
+Status check_token_head_side(const KvCacheView& c, const KvInput& in, const PagedKvParams& p,
+                             const char* name, const char* input_name) {
+  const int32_t d = in.head_dim;
+  if (d < 8 || d > 256 || (d & (d - 1)) != 0)
+    return fail(Status::kErrorNotSupported,
+                "%s.head_dim = %d: an fp8_e4m3_per_token_head cache needs a power of two in "
+                "[8, 256]", input_name, d);
+  CACHESTORE_RETURN_IF_ERROR(
+      check_vector_side(c, in, p, name, input_name, "its fp32 scale view"));
+  if (!aligned_to(c.block_scales, 4))
+    return fail(Status::kErrorMisalignedOperand, "%s.block_scales must be 4-byte aligned (fp32)",
+                name);
+  const std::string scales = std::string(name) + ".block_scales";
+  return check_nested_strides({{{1, 1},
+                                {0, 1},
+                                {c.block_scale_head_stride, p.num_heads},
+                                {c.block_scale_entry_stride, p.page_size},
+                                {c.block_scale_page_stride, p.num_pages}}},
+                              4, p, 1, scales.c_str());
 }
 
 // The cache view of one side: element alignment, the head-dim layout, no overlap
@@ -112,6 +147,8 @@ Status check_kv_cache(const KvCacheView& c, const KvInput& in, const PagedKvPara
                 name, ll(elem_bytes));
   if (p.cache_type == KvCacheType::kNvfp4)
     CACHESTORE_RETURN_IF_ERROR(check_nvfp4_side(c, in, p, name, input_name));
+  if (type.token_head_scales)
+    CACHESTORE_RETURN_IF_ERROR(check_token_head_side(c, in, p, name, input_name));
   if (c.chunk != 0 && (c.chunk < 0 || (c.chunk & (c.chunk - 1)) != 0 || in.head_dim % c.chunk != 0))
     return fail(Status::kErrorInvalidArgument,
                 "%s.chunk = %d: 0 or a power of two dividing the head dim (%d)", name, c.chunk,
@@ -228,7 +265,12 @@ Status check(const PagedKvParams& p) {
     CACHESTORE_RETURN_IF_ERROR(check_kv_input(p.v, p, "v"));
     CACHESTORE_RETURN_IF_ERROR(check_kv_cache(p.v_cache, p.v, p, "v_cache", "v"));
   }
-  if (rotates(p.rope)) CACHESTORE_RETURN_IF_ERROR(check_rope(p));
+  if (rotates(p.rope)) {
+    if (!layout::kv_cache_type(p.cache_type).rope)
+      return fail(Status::kErrorNotSupported, "rope: an %s cache takes no RoPE in its store",
+                  layout::kv_cache_type(p.cache_type).name);
+    CACHESTORE_RETURN_IF_ERROR(check_rope(p));
+  }
   return succeed();
 }
 

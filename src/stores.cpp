@@ -93,9 +93,11 @@ Status move_pages(const MovePagesParams& params, cudaStream_t stream) {
 Status store_paged_kv(const PagedKvParams& p, cudaStream_t stream) {
   return run_store(p, [&](const detail::ArchInfo& arch) {
     return detail::with_kv_cache_type(p.cache_type, [&](auto type) {
-      if (rotates(p.rope))
-        return detail::launch_paged_kv_rope<decltype(type)::value>(p, arch, stream);
-      return detail::launch_paged_kv<decltype(type)::value>(p, arch, stream);
+      constexpr KvCacheType kCache = decltype(type)::value;
+      if constexpr (layout::kv_cache_type(kCache).rope) {  // else check() refused the rotation
+        if (rotates(p.rope)) return detail::launch_paged_kv_rope<kCache>(p, arch, stream);
+      }
+      return detail::launch_paged_kv<kCache>(p, arch, stream);
     });
   });
 }

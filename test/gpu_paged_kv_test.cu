@@ -196,6 +196,56 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(1, 16, 64)),
     nvfp4_name);
 
+// ---- fp8_e4m3_per_token_head caches (vLLM's fp8_per_token_head): NHD / HND / stacked x input
+// type x page size; D 8 .. 256 (a head's lanes 1 .. 32: every shuffle group width), H 1 .. 8,
+// K only, every slot type, strided and offset inputs, PDL; the fp32 scale views compared whole
+// like the caches ---------------------------------------------------------------------------
+using TokenHeadParam = std::tuple<KvLayout, KvDataType, int32_t>;
+class PagedKvTokenHead : public PagedKvTest,
+                         public ::testing::WithParamInterface<TokenHeadParam> {};
+
+TEST_P(PagedKvTokenHead, WholeCachesAndScalesMatchReference) {
+  const auto [layout, input_type, page_size] = GetParam();
+  const int32_t dims[5][3] = {{8, 128, 128}, {1, 8, 8}, {3, 256, 256}, {2, 32, 16}, {5, 64, 0}};
+  for (int variant = 0; variant < 5; ++variant) {
+    KvShape s;
+    s.layout = layout;
+    s.cache_type = KvCacheType::kFp8E4m3PerTokenHead;
+    s.input_type = input_type;
+    s.page_size = page_size;
+    const int32_t* d = dims[variant];
+    if (layout == KvLayout::kStacked && d[1] != d[2]) d = dims[variant % 3];
+    s.heads = d[0];
+    s.k_dim = d[1];
+    s.v_dim = d[2];
+    const SlotType slot_types[3] = {SlotType::kInt64, SlotType::kInt32, SlotType::kPageTable};
+    s.slot_type = slot_types[(variant + page_size) % 3];
+    s.head_padded = variant % 2 == 1;
+    s.input_offset = variant == 3 ? 8 : 0;  // 16 bytes of bf16 / fp16, 32 of fp32
+    s.num_tokens = 45;
+    SCOPED_TRACE("H " + std::to_string(s.heads) + " Dk " + std::to_string(s.k_dim) + " Dv " +
+                 std::to_string(s.v_dim) + " " + slot_type_name(s.slot_type) +
+                 (s.head_padded ? " head-padded" : ""));
+    KvCase c(s);
+    run_random_steps(c);
+    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_TRUE(run_step(c, 17, true, LaunchOptions{true})) << "PDL";
+  }
+}
+
+std::string token_head_name(const ::testing::TestParamInfo<TokenHeadParam>& info) {
+  static const char* const kInputs[] = {"bf16", "fp16", "fp32"};
+  return std::string(kv_layout_name(std::get<0>(info.param))) + "_" +
+         kInputs[static_cast<int>(std::get<1>(info.param))] + "_P" +
+         std::to_string(std::get<2>(info.param));
+}
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, PagedKvTokenHead,
+    ::testing::Combine(::testing::Values(KvLayout::kNhd, KvLayout::kHnd, KvLayout::kStacked),
+                       ::testing::Values(KvDataType::kBf16, KvDataType::kFp16, KvDataType::kFp32),
+                       ::testing::Values(1, 16, 6)),
+    token_head_name);
+
 // The general kernel with PDL, with and without a count: fp32 into fp8, odd D, paged attention.
 TEST_F(PagedKvTest, GeneralKernelPdlWithAndWithoutCount) {
   for (KvLayout layout : {KvLayout::kNhd, KvLayout::kPagedAttention}) {
@@ -299,6 +349,10 @@ TEST_P(PagedKvReplay, GraphReplayNeverWritesPaddingRowsAndSeesNewScales) {
     case 8: s.cache_type = KvCacheType::kNvfp4; s.scale_stride = 1; break;
     case 9: s.layout = KvLayout::kHnd; s.cache_type = KvCacheType::kNvfp4;
             s.input_type = KvDataType::kFp32; s.slot_type = SlotType::kPageTable; break;
+    case 10: s.cache_type = KvCacheType::kFp8E4m3PerTokenHead; break;
+    case 11: s.layout = KvLayout::kHnd; s.cache_type = KvCacheType::kFp8E4m3PerTokenHead;
+             s.input_type = KvDataType::kFp16; s.heads = 2; s.k_dim = s.v_dim = 64;
+             s.slot_type = SlotType::kPageTable; break;
   }
   KvCase c(s);
   std::vector<int64_t> previous = c.prime_every_row(rng_);
@@ -378,10 +432,12 @@ std::string replay_config_name(const ::testing::TestParamInfo<int>& info) {
                                        "StackedE5m2Fp16P6", "PagedAttentionAuto",
                                        "NhdE4m3Fp32D100", "NhdE4m3PageTable",
                                        "HndAutoP6PageTable", "NhdNvfp4PerHead",
-                                       "HndNvfp4Fp32PageTable"};
+                                       "HndNvfp4Fp32PageTable", "NhdE4m3PerTokenHead",
+                                       "HndE4m3PerTokenHeadFp16D64PageTable"};
   return kNames[info.param];
 }
-INSTANTIATE_TEST_SUITE_P(Configs, PagedKvReplay, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 9),
+INSTANTIATE_TEST_SUITE_P(Configs, PagedKvReplay,
+                         ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11),
                          replay_config_name);
 
 // ---- page-owner sharding: 1, 2, 4 owners; their caches' union equals the unsharded store ---

@@ -258,6 +258,47 @@ void as_nvfp4(PagedKvParams& p) {
   }
 }
 
+// The same params as NHD fp8_e4m3_per_token_head caches (an fp32 scale view [pages, P, H]).
+void as_token_head(PagedKvParams& p) {
+  p.cache_type = KvCacheType::kFp8E4m3PerTokenHead;
+  const layout::KvStrides scales = layout::kv_nhd_strides(16, 8, 1);
+  for (KvCacheView* c : {&p.k_cache, &p.v_cache}) {
+    c->scale = nullptr;  // not read
+    c->block_scales = fake(c == &p.k_cache ? 0x300000 : 0x400000);
+    c->block_scale_page_stride = scales.page;
+    c->block_scale_entry_stride = scales.entry;
+    c->block_scale_head_stride = scales.head;
+  }
+}
+PagedKvParams token_head_params() {
+  PagedKvParams p = kv_params();
+  as_token_head(p);
+  return p;
+}
+
+TEST(ArgumentChecks, StorePagedKvPerTokenHead) {
+  EXPECT_EQ(check(token_head_params()), Status::kSuccess) << last_error_message();
+  {
+    PagedKvParams d8 = token_head_params();  // D = 8: one lane a head
+    d8.k.head_dim = d8.v.head_dim = 8;
+    EXPECT_EQ(check(d8), Status::kSuccess) << last_error_message();
+  }
+  expect_rejected<PagedKvParams>(store_paged_kv, token_head_params, {
+    {{"head dim 96", S::kErrorNotSupported, "power of two in [8, 256]"}, [](auto& p) { p.k.head_dim = 96; }},
+    {{"head dim 512", S::kErrorNotSupported, "v.head_dim = 512"}, [](auto& p) { p.v.head_dim = 512; p.v_cache.head_stride = 512; p.v_cache.entry_stride = 4096; p.v_cache.page_stride = 65536; }},
+    {{"head dim 4", S::kErrorNotSupported, "k.head_dim = 4"}, [](auto& p) { p.k.head_dim = 4; }},
+    {{"null scale view", S::kErrorInvalidArgument, "v_cache.block_scales is null"}, [](auto& p) { p.v_cache.block_scales = nullptr; }},
+    {{"scale view misaligned", S::kErrorMisalignedOperand, "k_cache.block_scales must be 4-byte"}, [](auto& p) { p.k_cache.block_scales = fake(0x300002); }},
+    {{"scale views overlap", S::kErrorInvalidArgument, "k_cache.block_scales"}, [](auto& p) { p.k_cache.block_scale_entry_stride = 4; }},
+    {{"negative scale stride", S::kErrorInvalidArgument, "block-scale strides"}, [](auto& p) { p.v_cache.block_scale_head_stride = -1; }},
+    {{"input misaligned for 16 bytes", S::kErrorMisalignedOperand, "16-byte vectors"}, [](auto& p) { p.k.token_stride = 2052; }},
+    {{"strided d", S::kErrorNotSupported, "d contiguous"}, [](auto& p) { p.k_cache.dim_stride = 2; }},
+    {{"RoPE", S::kErrorNotSupported, "takes no RoPE"}, [](auto& p) {
+      p.rope.positions = fake(0x30000); p.rope.cos_sin_cache = fake(0x40000);
+      p.rope.max_position = 4096; p.rope.rotary_dim = 128; }},
+  });
+}
+
 TEST(ArgumentChecks, StorePagedKvWithRope) {
   {
     PagedKvParams nv = rope_params();

@@ -33,6 +33,7 @@ inline const char* kv_cache_type_name(KvCacheType t) {
     case KvCacheType::kFp8E4m3: return "e4m3";
     case KvCacheType::kFp8E5m2: return "e5m2";
     case KvCacheType::kNvfp4: return "nvfp4";
+    case KvCacheType::kFp8E4m3PerTokenHead: return "e4m3_per_token_head";
   }
   return "?";
 }
@@ -127,7 +128,9 @@ class KvCase {
     const bool nvfp4 = s_.cache_type == KvCacheType::kNvfp4;
     const int32_t per = nvfp4 ? 2 : 1;
     const int32_t kd = s_.k_dim / per, vd = s_.v_dim / per;
-    const int32_t kb = s_.k_dim / 16, vb = s_.v_dim / 16;
+    // fp8_e4m3_per_token_head: its fp32 scale views take the layout with one element an entry.
+    const bool token_head = s_.cache_type == KvCacheType::kFp8E4m3PerTokenHead;
+    const int32_t kb = token_head ? 1 : s_.k_dim / 16, vb = token_head ? 1 : s_.v_dim / 16;
     switch (s_.layout) {
       case KvLayout::kNhd:
         k_strides_ = layout::kv_nhd_strides(p, h, kd);
@@ -164,10 +167,12 @@ class KvCase {
     k_cache_ = &sc_.output(elem_ * pages_ * k_strides_.page, kPoison, "K cache");
     if (!shared && s_.v_dim > 0)
       v_cache_ = &sc_.output(elem_ * pages_ * v_strides_.page, kPoison, "V cache");
-    if (nvfp4) {
-      k_blocks_ = &sc_.output(pages_ * k_block_strides_.page, kPoison, "K block scales");
+    if (nvfp4 || token_head) {
+      const int64_t bytes = token_head ? 4 : 1;
+      k_blocks_ = &sc_.output(bytes * pages_ * k_block_strides_.page, kPoison, "K block scales");
       if (!shared && s_.v_dim > 0)
-        v_blocks_ = &sc_.output(pages_ * v_block_strides_.page, kPoison, "V block scales");
+        v_blocks_ = &sc_.output(bytes * pages_ * v_block_strides_.page, kPoison,
+                                "V block scales");
     }
     if (fp8) {
       k_scale_ = &sc_.input(std::vector<uint8_t>(4 * h));
@@ -369,8 +374,9 @@ class KvCase {
       p.v = {in + in_bytes_ * s_.heads * k_head_stride_, width_, v_head_stride_, s_.v_dim};
       uint8_t* v_base = v_cache_ ? static_cast<uint8_t*>(v_cache_->ptr(side))
                                  : k_base + elem_ * v_offset_;
+      const int64_t block_bytes = s_.cache_type == KvCacheType::kFp8E4m3PerTokenHead ? 4 : 1;
       uint8_t* v_blocks = v_blocks_ ? static_cast<uint8_t*>(v_blocks_->ptr(side))
-                          : k_blocks ? k_blocks + v_block_offset_
+                          : k_blocks ? k_blocks + block_bytes * v_block_offset_
                                      : nullptr;
       p.v_cache = {v_base, v_strides_.page, v_strides_.entry, v_strides_.head, v_scale,
                    s_.scale_stride, v_dim_layout_.chunk, v_dim_layout_.chunk_stride,
@@ -416,7 +422,8 @@ class KvCase {
   int64_t pages_ = 0, capacity_ = 0, width_ = 0, elem_ = 2, in_bytes_ = 2, v_offset_ = 0;
   int64_t k_head_stride_ = 0, v_head_stride_ = 0;
   layout::KvStrides k_strides_{}, v_strides_{};
-  layout::KvStrides k_block_strides_{}, v_block_strides_{};  // nvfp4's block scales (bytes)
+  layout::KvStrides k_block_strides_{}, v_block_strides_{};  // nvfp4's block scales (bytes),
+                                                             // per-token-head's (fp32)
   int64_t v_block_offset_ = 0;
   Mirror *k_blocks_ = nullptr, *v_blocks_ = nullptr;
   layout::KvDimLayout k_dim_layout_ = layout::kKvContiguousDim, v_dim_layout_ = layout::kKvContiguousDim;

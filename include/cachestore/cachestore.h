@@ -284,6 +284,10 @@ CACHESTORE_EXPORT Status fused_store_cache(const FusedStoreParams& params, cudaS
 // to match state pages); powers of two take shifts. Any head dim in [1, 1024] and any
 // element-aligned base and strides: 16-byte vectors where the alignment allows, narrower ones
 // (down to one element) where it does not.
+// fp8_e4m3_per_token_head caches (vLLM's fp8_per_token_head, docs/layouts.md): per (token, head)
+// s = max(amax / 448, 1e-6) (IEEE division), the values e4m3(x * (1 / s)) (the reciprocal
+// correctly rounded, saturating) and s into the fp32 scale view; D a power of two in [8, 256],
+// 16-byte aligned input vectors and 8-byte aligned cache entries, d contiguous; no RoPE.
 // nvfp4 caches (FlashInfer's format, docs/layouts.md): per 16 values of a (token, head), amax,
 // the e4m3 block scale sf = e4m3(amax / (6 g)) and 8 bytes of e2m1 codes of x / (sf g), g the
 // device global scale; D a multiple of 16, 16-byte aligned input vectors and 8-byte aligned
@@ -307,9 +311,12 @@ struct KvCacheView {
   int32_t chunk = 0;
   int64_t chunk_stride = 0;
   int64_t dim_stride = 1;
-  // nvfp4 only: the e4m3 block scales, one byte per 16 values of a (slot, head): block d / 16 of
+  // nvfp4: the e4m3 block scales, one byte per 16 values of a (slot, head): block d / 16 of
   // (s, h) at block_scales + (s / P) * block_scale_page_stride + (s % P) *
   // block_scale_entry_stride + h * block_scale_head_stride + d / 16 (bytes).
+  // fp8_e4m3_per_token_head: the fp32 scale of each (slot, head) at block_scales + (s / P) *
+  // block_scale_page_stride + (s % P) * block_scale_entry_stride + h * block_scale_head_stride
+  // (fp32 elements; vLLM's k_scale_cache [blocks, P, H]). Written by the store.
   void* block_scales = nullptr;
   int64_t block_scale_page_stride = 0;
   int64_t block_scale_entry_stride = 0;

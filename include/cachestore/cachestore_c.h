@@ -102,7 +102,8 @@ CACHESTORE_EXPORT cachestore_status_t cachestore_fused_store_cache(
 
 enum { CACHESTORE_KV_BF16 = 0, CACHESTORE_KV_FP16 = 1, CACHESTORE_KV_FP32 = 2 };
 enum { CACHESTORE_KV_CACHE_AUTO = 0, CACHESTORE_KV_CACHE_FP8_E4M3 = 1,
-       CACHESTORE_KV_CACHE_FP8_E5M2 = 2, CACHESTORE_KV_CACHE_NVFP4 = 3 };
+       CACHESTORE_KV_CACHE_FP8_E5M2 = 2, CACHESTORE_KV_CACHE_NVFP4 = 3,
+       CACHESTORE_KV_CACHE_FP8_E4M3_PER_TOKEN_HEAD = 4 };
 
 /* A slot mapping: slot_type CACHESTORE_SLOT_*; reserved_slot -1 for none (0 is a slot: set -1
  * explicitly); owner sharding of paged caches (page g = slot / P is owner g % owner_size's, at
@@ -247,7 +248,8 @@ typedef struct cachestore_kv_side_t {
 } cachestore_kv_side_t;
 
 /* An nvfp4 cache's e4m3 block scales (cachestore.h KvCacheView::block_scales): one byte per 16
- * values of a (slot, head), strides in bytes. */
+ * values of a (slot, head), strides in bytes; an fp8_e4m3_per_token_head cache's fp32 scale of
+ * each (slot, head), strides in fp32 elements. */
 typedef struct cachestore_block_scales_t {
   void* data;
   int64_t page_stride;
@@ -277,7 +279,8 @@ typedef struct cachestore_paged_kv_params_t {
   /* Appended in 0.6 (320 bytes): */
   cachestore_page_table_t page_table;           /* slots.slot_type CACHESTORE_SLOT_PAGE_TABLE */
   /* Appended in 0.7 (384 bytes): cache_type CACHESTORE_KV_CACHE_NVFP4's block scales; the
-   * sides' scale is then the global decode scale. */
+   * sides' scale is then the global decode scale. CACHESTORE_KV_CACHE_FP8_E4M3_PER_TOKEN_HEAD:
+   * the scale views the store writes (the sides' scale unread). */
   cachestore_block_scales_t k_block_scales;
   cachestore_block_scales_t v_block_scales;
   /* Appended in 0.8 (512 bytes; 520 from 0.9, cos_sin_rows): RoPE in the same launch. */
@@ -349,7 +352,8 @@ typedef struct cachestore_index_k_format_info_t {
 typedef struct cachestore_kv_cache_type_info_t {
   uint32_t struct_size;
   int32_t cache_type;         /* CACHESTORE_KV_CACHE_* */
-  const char* name;           /* "auto", "fp8_e4m3", "fp8_e5m2", "nvfp4" */
+  const char* name;           /* "auto", "fp8_e4m3", "fp8_e5m2", "nvfp4",
+                                 "fp8_e4m3_per_token_head" */
   int32_t element_bytes;      /* 0: the input type's */
   int32_t scaled;             /* nonzero: reads a device fp32 scale per tensor or per head */
   int32_t head_dim_multiple;

@@ -53,6 +53,9 @@ enum class KvCacheType : int32_t {
   kFp8E5m2 = 2,
   kNvfp4 = 3,    // e2m1 codes with an e4m3 scale per 16 values under a device fp32 global scale
                  // (FlashInfer's nvfp4 paged cache); the block scales are a second cache view
+  kFp8E4m3PerTokenHead = 4,  // e4m3 of x / s, s = max(amax / 448, 1e-6) of each (token, head),
+                             // computed at store time and written to an fp32 view beside the
+                             // cache (vLLM's fp8_per_token_head)
 };
 
 namespace layout {
@@ -221,7 +224,7 @@ inline constexpr int32_t kMaxKvHeads = 256;
 inline constexpr int32_t kMaxKvHeadDim = 1024;
 
 struct KvCacheTypeInfo {
-  const char* name;          // "auto", "fp8_e4m3", "fp8_e5m2", "nvfp4"
+  const char* name;          // "auto", "fp8_e4m3", "fp8_e5m2", "nvfp4", "fp8_e4m3_per_token_head"
   int32_t element_bytes;     // 0: the input type's
   bool scaled;               // reads a device fp32 scale per tensor or per head
   int32_t head_dim_multiple; // the head dim is a multiple of this
@@ -229,12 +232,15 @@ struct KvCacheTypeInfo {
   int32_t block;             // values per block scale in the block-scale view; 0: none
   int32_t values_per_thread; // the 16-byte kernels' values a thread: one vector of 8 (16-byte
                              // loads of 16-bit input); nvfp4 one 16-value block
+  bool token_head_scales;    // writes an fp32 scale per (slot, head) into the scale view
+  bool rope;                 // RoPE can be fused into its store
 };
 inline constexpr KvCacheTypeInfo kKvCacheTypes[] = {
-    {"auto", 0, false, 1, 1, 0, 8},
-    {"fp8_e4m3", 1, true, 1, 1, 0, 8},
-    {"fp8_e5m2", 1, true, 1, 1, 0, 8},
-    {"nvfp4", 1, true, 16, 2, 16, 16},
+    {"auto", 0, false, 1, 1, 0, 8, false, true},
+    {"fp8_e4m3", 1, true, 1, 1, 0, 8, false, true},
+    {"fp8_e5m2", 1, true, 1, 1, 0, 8, false, true},
+    {"nvfp4", 1, true, 16, 2, 16, 16, false, true},
+    {"fp8_e4m3_per_token_head", 1, false, 8, 1, 0, 8, true, false},
 };
 inline constexpr int32_t kNumKvCacheTypes =
     static_cast<int32_t>(sizeof(kKvCacheTypes) / sizeof(kKvCacheTypes[0]));

@@ -122,10 +122,12 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
   const auto fast_side = [&](const KvInput& in, const KvCacheView& c) {
     return c.chunk == 0 && c.dim_stride == 1 && kv_side_takes(in, c, in_bytes, cache_bytes, 8);
   };
-  // nvfp4: one 16-value block a thread, on the aligned, contiguous entries check() requires.
+  // nvfp4: one 16-value block a thread, on the aligned, contiguous entries check() requires;
+  // fp8_e4m3_per_token_head likewise, one vector a thread (a head's vectors one shuffle group).
   constexpr bool kNvfp4 = kCache == KvCacheType::kNvfp4;
-  const bool fast =
-      kNvfp4 || (fast_side(p.k, p.k_cache) && (!has_v || fast_side(p.v, p.v_cache)));
+  constexpr bool kTokenHead = layout::kv_cache_type(kCache).token_head_scales;
+  const bool fast = kNvfp4 || kTokenHead ||
+                    (fast_side(p.k, p.k_cache) && (!has_v || fast_side(p.v, p.v_cache)));
   int32_t width = layout::kv_cache_type(kCache).values_per_thread;
   if (!fast) {
     while (width > 1 && !(kv_side_takes(p.k, p.k_cache, in_bytes, cache_bytes, width) &&
@@ -136,9 +138,9 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
   // The 16-byte and nvfp4 kernels take four vectors (blocks) a thread (j, j + vecs / 4, ...)
   // on large batches.
   const int32_t vectors =
-      fast ? tuning::paged_kv_vectors_per_thread(arch.policy, p.batch.num_tokens,
-                                                 args.vecs_per_token)
-           : 1;
+      fast && !kTokenHead ? tuning::paged_kv_vectors_per_thread(arch.policy, p.batch.num_tokens,
+                                                                args.vecs_per_token)
+                          : 1;
   dim3 grid, block;
   CACHESTORE_RETURN_IF_ERROR(paged_kv_grid(p, arch, args.vecs_per_token / vectors, &grid, &block,
                                            vectors == tuning::kPagedKvWideVectors));
@@ -150,7 +152,10 @@ Status launch_paged_kv(const PagedKvParams& p, const ArchInfo& arch, cudaStream_
     constexpr KvDataType kIn = decltype(input)::value;
     constexpr bool kPdl = decltype(pdl_constant)::value;
     using SlotT = decltype(slot);
-    if constexpr (kNvfp4) {
+    if constexpr (kTokenHead) {
+      return launch_store(kernels::paged_kv_token_head_kernel<SlotT, kIn, kPdl>, grid, block,
+                          stream, pdl_constant, guard, args, table, block_scale_args(p));
+    } else if constexpr (kNvfp4) {
       if (vectors == tuning::kPagedKvWideVectors)
         return launch_store(
             kernels::paged_kv_nvfp4_kernel<SlotT, kIn, kPdl, tuning::kPagedKvWideVectors>, grid,

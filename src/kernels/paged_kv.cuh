@@ -10,7 +10,9 @@
 //     paged-attention layout); a vector in one contiguous run of the cache is one store, else
 //     each value is;
 //   - paged_kv_nvfp4_kernel: one 16-value NVFP4 block a thread (two or four 16-byte loads), its
-//     8 code bytes and its e4m3 scale byte; on large batches kVecs blocks a thread.
+//     8 code bytes and its e4m3 scale byte; on large batches kVecs blocks a thread;
+//   - paged_kv_token_head_kernel: fp8 with a scale per (token, head) from the head's amax (a
+//     shuffle over the head's lanes), the scale into its fp32 view.
 #pragma once
 
 #include <cstring>
@@ -64,6 +66,27 @@ __device__ __forceinline__ void store_kv_values(const KvSideArgs& side, const Bl
                                                head, 8 * vec)) = q.codes;
     bs.scales[layout::kv_element_offset(bs.strides, pos.local_page, pos.in_page, head, vec)] =
         q.scale;
+  } else if constexpr (kCache == KvCacheType::kFp8E4m3PerTokenHead) {
+    // The head's amax over its vecs_per_head lanes, one shuffle group (paged_kv_vector keeps a
+    // head's vectors on aligned lanes of one warp, and the whole group shares the row's
+    // verdict), s = max(amax / 448, 1e-6), e4m3(x * RN(1 / s)); the head's first lane writes s.
+    static_assert(kW == 8, "fp8_e4m3_per_token_head: 8 values, 8 bytes");
+    const uint32_t group = side.vecs_per_head.divisor;
+    const uint32_t lane = (threadIdx.y * blockDim.x + threadIdx.x) & 31u;
+    const uint32_t mask =
+        group >= 32u ? 0xffffffffu : ((1u << group) - 1u) << (lane & ~(group - 1u));
+    float amax = magnitude_max(v);
+    for (uint32_t offset = 1; offset < group; offset <<= 1)
+      amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset));
+    const float s = fmaxf(__fdiv_rn(amax, 448.0f), 1e-6f);
+    const float r = __frcp_rn(s);
+    const int64_t element =
+        layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 8 * vec);
+    *reinterpret_cast<uint2*>(side.cache + element) =
+        pack_fp8<__NV_E4M3, 8>(v, [r](float x) { return x * r; });
+    if (vec == 0)
+      reinterpret_cast<float*>(bs.scales)[layout::kv_element_offset(
+          bs.strides, pos.local_page, pos.in_page, head, 0)] = s;
   } else {
     static_assert(kW == 8 && kCache != KvCacheType::kAuto, "fp8: 8 values, 8 bytes");
     const int64_t element =
@@ -150,7 +173,8 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
   const int32_t j = static_cast<int32_t>(blockIdx.y * blockDim.x + threadIdx.x);
   const int32_t split = kVecs == 1 ? a.vecs_per_token : a.vecs_per_token / kVecs;
   if (row >= guard.num_tokens || j >= split) return;
-  using VectorAt = KvVectorAt<kW, kIn, kCache != KvCacheType::kAuto>;
+  constexpr bool kScaled = layout::kv_cache_type(kCache).scaled;  // reads the caller's scale
+  using VectorAt = KvVectorAt<kW, kIn, kScaled>;
   VectorAt at[kVecs];
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) at[v] = VectorAt(a, row, j + v * split);
@@ -169,7 +193,7 @@ __device__ __forceinline__ void paged_kv_vector(const GuardArgs& guard, const Pa
     }
   }
   float scale[kVecs] = {};
-  if constexpr (kCache != KvCacheType::kAuto) {
+  if constexpr (kScaled) {
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) scale[v] = load_global<kPdl>(at[v].scale_src);
   }
@@ -227,6 +251,16 @@ paged_kv_nvfp4_kernel(const GuardArgs guard, const PagedKvArgs a, const PageTabl
                       const BlockScaleArgs block_scales) {
   paged_kv_vector<16, true, SlotT, KvCacheType::kNvfp4, kIn, kPdl, kVecs>(guard, a, table,
                                                                           block_scales);
+}
+
+// fp8_e4m3_per_token_head: one vector of 8 values a thread, a head's vectors on one shuffle
+// group of lanes; the scale views are its trailing parameter.
+template <typename SlotT, KvDataType kIn, bool kPdl>
+__global__ void __launch_bounds__(tuning::kPagedKvMaxThreads)
+paged_kv_token_head_kernel(const GuardArgs guard, const PagedKvArgs a, const PageTableArgs table,
+                           const BlockScaleArgs scales) {
+  paged_kv_vector<8, true, SlotT, KvCacheType::kFp8E4m3PerTokenHead, kIn, kPdl, 1>(guard, a, table,
+                                                                                 scales);
 }
 
 template <typename SlotT, KvCacheType kCache, KvDataType kIn, bool kPdl>

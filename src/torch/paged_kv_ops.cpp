@@ -29,6 +29,12 @@ int64_t side_cache_type(std::optional<int64_t> kv_cache_dtype, const char* cache
                         const Tensor& cache, const Tensor& x, bool block_scales) {
   const ScalarType dtype = cache.scalar_type();
   int64_t side;
+  if (kv_cache_dtype == CACHESTORE_KV_CACHE_FP8_E4M3_PER_TOKEN_HEAD) {
+    if (dtype != ScalarType::Float8_e4m3fn && dtype != ScalarType::Byte)
+      type_error(std::string(cache_name) + ".dtype " + dtype_name(dtype) + ": an " +
+                 cache_type_name(*kv_cache_dtype) + " cache is float8_e4m3fn (or uint8)");
+    return *kv_cache_dtype;
+  }
   if (block_scales && dtype != ScalarType::Byte)
     type_error(std::string(cache_name) + ".dtype " + dtype_name(dtype) +
                ": an nvfp4 cache (block scales given) is uint8");
@@ -131,6 +137,22 @@ int64_t check_side(const Side& s, const Tensor& key, int64_t layout,
                 std::to_string(head_dim) + " in layout " + quoted(kLayoutNames[layout]));
   if ((cache.dim() == 3 || layout != kPagedAttention) && cache.stride(-1) != 1)
     value_error(std::string(s.cache_name) + ": the last dimension must be contiguous");
+  if (type.token_head_scales) {
+    // The fp32 scale of each (slot, head): the cache's shape without its head dim.
+    if (layout == kPagedAttention)
+      value_error(std::string(s.cache_name) + ": an " + type.name +
+                  " cache takes layout 'nhd' or 'hnd'");
+    if (!s.block_scale.has_value())
+      value_error(std::string(s.block_scale_name) + " is required for an " + type.name +
+                  " cache (its fp32 scale of each slot and head)");
+    const Tensor& bs = *s.block_scale;
+    check_tensor(s.block_scale_name, bs, {ScalarType::Float}, {2, 3});
+    bool fits = bs.dim() + 1 == cache.dim();
+    for (int64_t i = 0; fits && i < bs.dim(); ++i) fits = bs.size(i) == cache.size(i);
+    if (!fits)
+      value_error(std::string(s.block_scale_name) + " " + tuple_string(bs.sizes()) +
+                  " must be " + s.cache_name + "'s shape without its head dim, float32");
+  }
   if (block != 0) {
     if (!s.block_scale.has_value())
       value_error(std::string(s.block_scale_name) + " is required for an nvfp4 cache");
@@ -204,6 +226,24 @@ cachestore_block_scales_t block_scales_struct(const Tensor& bs, int64_t layout) 
   out.data = bs.data_ptr();
   out.page_stride = bs.stride(0);
   std::tie(out.entry_stride, out.head_stride) = entry_and_head_strides(bs, layout);
+  return out;
+}
+
+// An fp8_e4m3_per_token_head side's scale view: [pages, P, H] (NHD), [pages, H, P] (HND) or
+// [pages, P] (one head), strides in fp32 elements.
+cachestore_block_scales_t token_head_scales_struct(const Tensor& bs, int64_t layout) {
+  cachestore_block_scales_t out{};
+  out.data = bs.data_ptr();
+  out.page_stride = bs.stride(0);
+  if (bs.dim() == 2) {
+    out.entry_stride = bs.stride(1);
+  } else if (layout == kNhd) {
+    out.entry_stride = bs.stride(1);
+    out.head_stride = bs.stride(2);
+  } else {
+    out.entry_stride = bs.stride(2);
+    out.head_stride = bs.stride(1);
+  }
   return out;
 }
 
@@ -291,9 +331,12 @@ void store_paged_kv(Tensor key, OptTensor value, Tensor slot_mapping, Tensor key
   if (value.has_value())
     p.v = side_struct(*value, *value_cache, layout, v_scale, false, &p.v_chunk,
                       &p.v_chunk_stride, &p.v_dim_stride);
-  if (key_block_scale.has_value()) p.k_block_scales = block_scales_struct(*key_block_scale, layout);
+  const auto scales_struct = layout::kKvCacheTypes[cache_type].token_head_scales
+                                 ? token_head_scales_struct
+                                 : block_scales_struct;
+  if (key_block_scale.has_value()) p.k_block_scales = scales_struct(*key_block_scale, layout);
   if (value_block_scale.has_value())
-    p.v_block_scales = block_scales_struct(*value_block_scale, layout);
+    p.v_block_scales = scales_struct(*value_block_scale, layout);
   p.rope = rope_struct(rope, static_cast<int32_t>(rotary_dim.value_or(0)), is_neox,
                        rope_rounding);
   launch(cachestore_store_paged_kv, p, device);

@@ -22,11 +22,45 @@ VLLM_SIGNATURES = {
                                         "kv_cache_scale"],
     "indexer_k_quant_and_cache": ["k", "kv_cache", "slot_mapping", "quant_block_size",
                                   "kv_cache_dtype"],
+    "triton_reshape_and_cache_flash_per_token_head_quant": [
+        "key", "value", "key_cache", "value_cache", "k_scale_cache", "v_scale_cache",
+        "slot_mapping", "kv_quant_mode"],
 }
 
 
 def kv(*shape, dtype=torch.bfloat16):
     return torch.zeros(*shape, dtype=dtype)
+
+
+def test_vllm_fp8_per_token_head_refusals_name_the_argument():
+    """vLLM's fp8_per_token_head caches: fp8 (or uint8) caches and float32 scale caches of the
+    cache's shape without its head dim; the int8 / int4 modes refused."""
+    key, slots = kv(4, 8, 128), torch.zeros(4, dtype=torch.int64)
+    cache = kv(10, 16, 8, 128, dtype=torch.float8_e4m3fn)
+    scales = torch.zeros(10, 16, 8)
+    store = vllm.triton_reshape_and_cache_flash_per_token_head_quant
+    with pytest.raises(ValueError, match="^key is on cpu"):  # well-formed: only the device
+        store(key, key, cache, cache, scales, scales, slots)
+    with pytest.raises(ValueError, match="^key is on cpu"):  # uint8, the name of vLLM's mode
+        store(key, key, cache.view(torch.uint8), cache.view(torch.uint8), scales, scales, slots,
+              "FP8_PER_TOKEN_HEAD")
+    with pytest.raises(ValueError, match="^key is on cpu"):
+        vllm.reshape_and_cache_flash(key, key, cache, cache, slots, "fp8_per_token_head",
+                                     scales, scales)
+    with pytest.raises(ValueError, match="^kv_quant_mode = 'INT8_PER_TOKEN_HEAD'"):
+        store(key, key, cache, cache, scales, scales, slots, "INT8_PER_TOKEN_HEAD")
+    with pytest.raises(TypeError, match=r"^key_cache\.dtype torch\.bfloat16: an "
+                                        r"fp8_e4m3_per_token_head cache is float8_e4m3fn"):
+        store(key, key, kv(10, 16, 8, 128), kv(10, 16, 8, 128), scales, scales, slots)
+    with pytest.raises(ValueError, match=r"^value_block_scale \(10, 16\) must be value_cache's "
+                                         r"shape without its head dim"):
+        store(key, key, cache, cache, scales, torch.zeros(10, 16), slots)
+    with pytest.raises(TypeError, match=r"^key_block_scale\.dtype is torch\.float16"):
+        store(key, key, cache, cache, scales.half(), scales, slots)
+    with pytest.raises(ValueError, match="^key_block_scale is required for an "
+                                         "fp8_e4m3_per_token_head cache"):
+        vllm.reshape_and_cache_flash(key, key, cache, cache, slots, "fp8_per_token_head", None,
+                                     scales)
 
 
 def test_vllm_refusals_name_the_argument():

@@ -219,6 +219,88 @@ def test_vllm_padded_graph_replay(env):
         assert torch.equal(k_cache, expected[0]) and torch.equal(v_cache, expected[1]), real
 
 
+# ---- vLLM's fp8_per_token_head: a scale of each (token, head) computed and written ---------
+def test_vllm_fp8_per_token_head(env):
+    torch, vllm, dev = env
+    from cachestore import torch as cst
+    for dtype, cache_dtype, heads, d in ((torch.bfloat16, torch.float8_e4m3fn, H, D),
+                                         (torch.float16, torch.uint8, 2, 64),
+                                         (torch.float32, torch.float8_e4m3fn, 4, 256)):
+        key = (torch.randn(24, heads, d, device=dev) * 3).to(dtype)  # 24 rows, 20 slots
+        value = (torch.randn(24, heads, d, device=dev) / 7).to(dtype)
+        key[3, 1] *= 1e-3  # heads of very different magnitudes
+        value[5, 0] = 0  # an all-zero head: the scale's floor
+        slots = slots_with_padding(torch, dev, 20, 17)
+        for entry in ("triton", "reshape_and_cache_flash"):
+            caches = [torch.full((PAGES, P, heads, d), 0x5A, dtype=torch.uint8,
+                                 device=dev).view(cache_dtype) for _ in range(2)]
+            scales = [torch.full((PAGES, P, heads), 7.0, device=dev) for _ in range(2)]
+            expected = [t.clone() for t in caches + scales]
+            if entry == "triton":
+                vllm.triton_reshape_and_cache_flash_per_token_head_quant(
+                    key, value, caches[0], caches[1], scales[0], scales[1], slots)
+            else:
+                vllm.reshape_and_cache_flash(key, value, caches[0], caches[1], slots,
+                                             "fp8_per_token_head", scales[0], scales[1])
+            ref.ref_paged_kv_token_head(expected[0], expected[2], "nhd", key[:17], slots[:17])
+            ref.ref_paged_kv_token_head(expected[1], expected[3], "nhd", value[:17], slots[:17])
+            torch.cuda.synchronize()
+            for got, want in zip(caches + scales, expected):
+                assert torch.equal(got.view(torch.uint8), want.view(torch.uint8)), (dtype, entry)
+    # HND caches through cachestore.torch (vLLM's Triton kernel takes NHD).
+    key = torch.randn(20, H, D, device=dev).bfloat16()
+    slots = slots_with_padding(torch, dev, 20, 11)
+    cache = torch.full((PAGES, H, P, D), 0x5A, dtype=torch.uint8, device=dev)
+    scales = torch.full((PAGES, H, P), 7.0, device=dev)
+    expected = [cache.clone(), scales.clone()]
+    cst.store_paged_kv(key, None, slots, cache, None, layout="hnd",
+                       kv_cache_dtype="fp8_e4m3_per_token_head", key_block_scale=scales)
+    ref.ref_paged_kv_token_head(expected[0], expected[1], "hnd", key[:11], slots[:11])
+    torch.cuda.synchronize()
+    assert torch.equal(cache, expected[0]) and torch.equal(scales.view(torch.uint8),
+                                                           expected[1].view(torch.uint8))
+
+
+def test_vllm_fp8_per_token_head_padded_graph_replay(env):
+    # Captured at 32 rows; each replay stores the first n rows' values and scales, and neither
+    # a padding row's values nor its scale lands anywhere, though its slot aims at a live one.
+    torch, vllm, dev = env
+    B = 32
+    key = torch.randn(B, H, D, device=dev).bfloat16()
+    value = torch.randn(B, H, D, device=dev).bfloat16()
+    slots = torch.randperm(CAPACITY, device=dev)[:B]
+    n = torch.tensor([B], dtype=torch.int32, device=dev)
+    caches = [torch.zeros((PAGES, P, H, D), dtype=torch.float8_e4m3fn, device=dev)
+              for _ in range(2)]
+    scales = [torch.zeros((PAGES, P, H), device=dev) for _ in range(2)]
+
+    def store():
+        vllm.triton_reshape_and_cache_flash_per_token_head_quant(
+            key, value, caches[0], caches[1], scales[0], scales[1], slots,
+            num_tokens_non_padded=n)
+    store()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        store()
+    for real in (5, 0, 32, 17):
+        expected = [t.clone() for t in caches + scales]
+        fresh = torch.randperm(CAPACITY, device=dev)[:B]
+        fresh[real:] = fresh[0]  # padding rows aim at a live slot: must not be written
+        slots.copy_(fresh)
+        key.copy_(torch.randn(B, H, D, device=dev) * 5)
+        value.copy_(torch.randn(B, H, D, device=dev))
+        key[real:] = float("nan")
+        value[real:] = 1e4  # a padding row's scale would differ from any real one's
+        n.fill_(real)
+        graph.replay()
+        ref.ref_paged_kv_token_head(expected[0], expected[2], "nhd", key[:real], fresh[:real])
+        ref.ref_paged_kv_token_head(expected[1], expected[3], "nhd", value[:real], fresh[:real])
+        torch.cuda.synchronize()
+        for got, want in zip(caches + scales, expected):
+            assert torch.equal(got.view(torch.uint8), want.view(torch.uint8)), real
+
+
 # ---- FlashInfer: the page table (batch_indices, positions, kv_indptr, kv_indices) ----------
 def page_table(torch, dev, requests, rows_per_request, pages):
     """A FlashInfer-form table: request b owns a random run of pages and appends its last

@@ -192,6 +192,32 @@ def ref_paged_kv_nvfp4(cache, block_scales, layout, x, slots, g):
             dst.permute(0, 2, 1, 3)[page, off] = vals
 
 
+def token_head_records(x):
+    """vLLM's fp8_per_token_head records of x [m, H, D]: (e4m3 bytes [m, H, D], scales [m, H]
+    float32). Per (token, head) s = max(amax / 448, 1e-6) (NaN left out of the amax), the values
+    e4m3(x * (1 / s)), each operation IEEE (true_div, not torch's reciprocal for a scalar)."""
+    v = x.float()
+    amax = torch.where(v.isnan(), torch.zeros_like(v), v.abs()).amax(-1)
+    s = true_div(amax, 448.0).clamp(min=1e-6)
+    r = true_div(torch.ones_like(s), s)
+    return e4m3_bytes(v * r.unsqueeze(-1)), s
+
+
+def ref_paged_kv_token_head(cache, scales, layout, x, slots):
+    """x [m, H, D] into an fp8_e4m3_per_token_head cache ([pages, P, H, D] NHD or [pages, H, P,
+    D] HND, float8 or uint8) and its scale cache ([pages, P, H] or [pages, H, P] float32)."""
+    q, s = token_head_records(x)
+    page_size = cache.shape[1] if layout == "nhd" else cache.shape[2]
+    page, off = slots // page_size, slots % page_size
+    q = q.view(cache.dtype)
+    if layout == "nhd":
+        cache[page, off] = q
+        scales[page, off] = s
+    else:
+        cache.permute(0, 2, 1, 3)[page, off] = q
+        scales.permute(0, 2, 1)[page, off] = s
+
+
 def ref_rope(x, positions, cos_sin, rotary_dim, is_neox, rounding):
     """x [m, H, D] rotated at positions [m] by cos_sin [max_position, >= rotary_dim] (cos in the
     first half), the first rotary_dim values in NeoX halves or GPT-J pairs. 'input_type' on 16-bit

@@ -362,6 +362,21 @@ void store_kv_side(const PagedKvParams& p, const KvInput& in, const KvCacheView&
       }
       continue;
     }
+    if (p.cache_type == KvCacheType::kFp8E4m3PerTokenHead) {
+      // vLLM's fp8_per_token_head: s = max(amax / 448, 1e-6), e4m3(x * (1 / s)), IEEE
+      // operations each; a NaN value is left out of the amax (std::fmax) and stored as NaN.
+      float amax = 0.0f;
+      for (int32_t d = 0; d < in.head_dim; ++d) amax = std::fmax(amax, std::fabs(value(d)));
+      const float s = std::fmax(amax / 448.0f, 1e-6f);
+      const float r = 1.0f / s;
+      for (int32_t d = 0; d < in.head_dim; ++d)
+        static_cast<uint8_t*>(c.data)[base + d] = e4m3_from_float(value(d) * r);
+      const int64_t at = layout::kv_element_offset(
+          {c.block_scale_page_stride, c.block_scale_entry_stride, c.block_scale_head_stride},
+          page, in_page, h, 0);
+      std::memcpy(static_cast<float*>(c.block_scales) + at, &s, 4);
+      continue;
+    }
     for (int32_t d = 0; d < in.head_dim; ++d) {
       const int64_t at = base + layout::kv_dim_offset(dim, d);
       if (p.cache_type == KvCacheType::kAuto) {

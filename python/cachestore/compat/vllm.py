@@ -28,9 +28,19 @@
   num_tokens, kv_cache_dtype, scale, seq_starts=None)`: a batch of sequences' tokens out of
   their blocks into contiguous rows (prefix caching, context parallelism), fp8 dequantized.
 
-`kv_cache_dtype` is vLLM's string: "auto", "fp8" (e4m3 on CUDA), "fp8_e4m3", "fp8_e5m2"; fp8
-caches may be uint8 (as vLLM allocates them) or float8 tensors; scales are float32 tensors of 1
-value (or one per head). Inputs bf16, fp16 or fp32, any head size. As in vLLM, the rows stored
+- `triton_reshape_and_cache_flash_per_token_head_quant(key, value, key_cache, value_cache,
+  k_scale_cache, v_scale_cache, slot_mapping)`: vLLM's fp8_per_token_head caches, a float32
+  scale of each (token, head) computed from its amax and written to `k_scale_cache` /
+  `v_scale_cache` `[num_blocks, block_size, num_heads]`; `reshape_and_cache_flash` with
+  `kv_cache_dtype="fp8_per_token_head"` takes those scale caches as its k_scale / v_scale.
+
+`kv_cache_dtype` is vLLM's string: "auto", "fp8" (e4m3 on CUDA), "fp8_e4m3", "fp8_e5m2",
+"fp8_per_token_head"; fp8 caches may be uint8 (as vLLM allocates them) or float8 tensors; scales
+are float32 tensors of 1 value (or one per head); per-token-head scale caches are written.
+fp8_per_token_head takes head sizes that are powers of two in [8, 256] (vLLM's Triton kernel:
+any), the scale max(amax / 448, 1e-6) by IEEE division and the values e4m3(x * RN(1 / s)) (the
+formula of vLLM's tests; its Triton kernel's division may round differently), a NaN value
+stored as NaN and left out of its head's amax. Inputs bf16, fp16 or fp32, any head size. As in vLLM, the rows stored
 are the first `slot_mapping.shape[0]` of key / value, and a negative slot is skipped.
 Differences: a slot past the cache is skipped (and counted with `diagnostics=`) where vLLM
 writes out of bounds; `num_tokens_non_padded=` skips the rows of a padded graph batch at or past
@@ -59,7 +69,8 @@ from ..torch.paged_kv import LAYOUTS as _LAYOUTS
 
 _reraise = _store.reraise
 _KV_CACHE_DTYPES = {"auto": None, "fp8": c.KV_CACHE_FP8_E4M3, "fp8_e4m3": c.KV_CACHE_FP8_E4M3,
-                    "fp8_e5m2": c.KV_CACHE_FP8_E5M2}
+                    "fp8_e5m2": c.KV_CACHE_FP8_E5M2,
+                    "fp8_per_token_head": c.KV_CACHE_FP8_E4M3_PER_TOKEN_HEAD}
 _NHD, _PAGED_ATTENTION = _LAYOUTS["nhd"], _LAYOUTS["paged_attention"]
 _store_paged_kv = _ops.store_paged_kv.default
 _fused_store_cache = _ops.fused_store_cache.default
@@ -81,12 +92,17 @@ def _paged(layout, key, value, key_cache, value_cache, slot_mapping, kv_cache_dt
     rows = slot_mapping.shape[0]
     if key.shape[0] != rows:  # vLLM stores the first slot_mapping.shape[0] rows
         key, value = key[:rows], value[:rows]
+    scales = {}
     if cache_type is None:  # "auto": the scales are not read
+        k_scale = v_scale = None
+    elif cache_type == c.KV_CACHE_FP8_E4M3_PER_TOKEN_HEAD:  # the scales are written
+        scales = dict(key_block_scale=k_scale, value_block_scale=v_scale)
         k_scale = v_scale = None
     try:
         _store_paged_kv(key, value, slot_mapping, key_cache, value_cache, layout=layout,
                         kv_cache_dtype=cache_type, k_scale=k_scale, v_scale=v_scale,
-                        num_tokens_non_padded=num_tokens_non_padded, diagnostics=diagnostics)
+                        num_tokens_non_padded=num_tokens_non_padded, diagnostics=diagnostics,
+                        **scales)
     except (ValueError, RuntimeError) as e:
         _reraise(e)
 
@@ -97,6 +113,24 @@ def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, kv
     [num_blocks, block_size, num_heads, head_size] caches at slot_mapping."""
     _paged(_NHD, key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale,
            v_scale, num_tokens_non_padded, diagnostics)
+
+
+def triton_reshape_and_cache_flash_per_token_head_quant(key, value, key_cache, value_cache,
+                                                        k_scale_cache, v_scale_cache,
+                                                        slot_mapping, kv_quant_mode=None, *,
+                                                        num_tokens_non_padded=None,
+                                                        diagnostics=None):
+    """vLLM's fp8_per_token_head store (`vllm.v1.attention.ops.triton_reshape_and_cache_flash`):
+    key / value [num_tokens, num_heads, head_size] into fp8 caches [num_blocks, block_size,
+    num_heads, head_size], each (token, head)'s scale max(amax / 448, 1e-6) into k_scale_cache /
+    v_scale_cache [num_blocks, block_size, num_heads] float32. `kv_quant_mode`: None or vLLM's
+    FP8_PER_TOKEN_HEAD (its name or its value's `name`); the int8 and int4 modes are refused."""
+    mode = getattr(kv_quant_mode, "name", kv_quant_mode)
+    if mode not in (None, "FP8_PER_TOKEN_HEAD"):
+        raise ValueError(f"kv_quant_mode = {kv_quant_mode!r}: cachestore stores "
+                         f"FP8_PER_TOKEN_HEAD only (the int8 and int4 modes are not provided)")
+    _paged(_NHD, key, value, key_cache, value_cache, slot_mapping, "fp8_per_token_head",
+           k_scale_cache, v_scale_cache, num_tokens_non_padded, diagnostics)
 
 
 def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale,
@@ -314,4 +348,5 @@ def gather_and_maybe_dequant_cache(src_cache, dst, block_table, cu_seq_lens, tok
 __all__ = ["swap_blocks", "copy_blocks", "copy_blocks_mla", "cp_gather_cache",
            "gather_and_maybe_dequant_cache", "reshape_and_cache_flash",
            "reshape_and_cache", "concat_and_cache_mla", "concat_and_cache_mla_rope_fused",
-           "indexer_k_quant_and_cache"]
+           "indexer_k_quant_and_cache",
+           "triton_reshape_and_cache_flash_per_token_head_quant"]

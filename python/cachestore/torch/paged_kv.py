@@ -13,6 +13,7 @@ _SCALED = {info.cache_type: bool(info.scaled) for info in c.KV_CACHE_TYPES.value
 # Values a cache element holds (nvfp4: two codes a byte) and a block scale's values (0: none).
 _PER_ELEMENT = {info.cache_type: info.values_per_element for info in c.KV_CACHE_TYPES.values()}
 _BLOCK = {info.cache_type: info.block for info in c.KV_CACHE_TYPES.values()}
+_TOKEN_HEAD = c.KV_CACHE_FP8_E4M3_PER_TOKEN_HEAD  # an fp32 scale per (slot, head), written
 _FP8_DTYPES = {torch.float8_e4m3fn: c.KV_CACHE_FP8_E4M3, torch.float8_e5m2: c.KV_CACHE_FP8_E5M2}
 # op-level `layout`: NHD [pages, P, H, D], HND [pages, H, P, D], vLLM's paged attention (K
 # [pages, H, D / x, P, x], V [pages, H, D, P]).
@@ -30,6 +31,11 @@ _ROPE_ONLY = ("rope_positions", "rotary_dim", "query", "query_out", "key_out")
 def _side_cache_type(a, cache_name, cache, x_name, x, block_scales):
     """The cache type a side's cache tensor holds (checked against kv_cache_dtype); uint8 with
     block scales: nvfp4."""
+    if a.kv_cache_dtype == _TOKEN_HEAD:
+        if cache.dtype not in (torch.float8_e4m3fn, torch.uint8):
+            raise TypeError(f"{cache_name}.dtype {cache.dtype}: an "
+                            f"{_CACHE_TYPE_NAMES[_TOKEN_HEAD]} cache is float8_e4m3fn (or uint8)")
+        return _TOKEN_HEAD
     if block_scales and cache.dtype != torch.uint8:
         raise TypeError(f"{cache_name}.dtype {cache.dtype}: an nvfp4 cache (block scales given) "
                         f"is uint8")
@@ -117,6 +123,17 @@ def _prepare(a):
                              f"{_LAYOUT_NAMES[a.layout]!r}")
         if (cache.dim() == 3 or a.layout != _PAGED_ATTENTION) and cache.stride(-1) != 1:
             raise ValueError(f"{cache_name}: the last dimension must be contiguous")
+        if side == _TOKEN_HEAD:  # the fp32 scale of each (slot, head): the cache's shape
+            name = _CACHE_TYPE_NAMES[side]  # without its head dim
+            if a.layout == _PAGED_ATTENTION:
+                raise ValueError(f"{cache_name}: an {name} cache takes layout 'nhd' or 'hnd'")
+            if bs is None:
+                raise ValueError(f"{bs_name} is required for an {name} cache (its fp32 scale "
+                                 f"of each slot and head)")
+            k_.check_tensor(bs_name, bs, (torch.float32,), (2, 3))
+            if bs.shape != cache.shape[:-1]:
+                raise ValueError(f"{bs_name} {tuple(bs.shape)} must be {cache_name}'s shape "
+                                 f"without its head dim, float32")
         if block:
             if bs is None:
                 raise ValueError(f"{bs_name} is required for an nvfp4 cache")
@@ -209,6 +226,20 @@ def _block_scales(bs, layout):
     return out
 
 
+def _token_head_scales(bs, layout):
+    """An fp8_e4m3_per_token_head side's scale view: [pages, P, H] (NHD), [pages, H, P] (HND) or
+    [pages, P] (one head), strides in fp32 elements."""
+    out = c.BlockScales()
+    out.data, out.page_stride = bs.data_ptr(), bs.stride(0)
+    if bs.dim() == 2:
+        out.entry_stride, out.head_stride = bs.stride(1), 0
+    elif layout == _NHD:
+        out.entry_stride, out.head_stride = bs.stride(1), bs.stride(2)
+    else:
+        out.entry_stride, out.head_stride = bs.stride(2), bs.stride(1)
+    return out
+
+
 def _build(a):
     p = c.PagedKvParams()
     k_.batch_fields(p, a.key.shape[0], a)
@@ -227,10 +258,11 @@ def _build(a):
     if a.value is not None:
         p.v, (p.v_chunk, p.v_chunk_stride, p.v_dim_stride) = _side(
             a.value, a.value_cache, a.layout, a.v_scale, False)
+    scales = _token_head_scales if a.kv_cache_dtype == _TOKEN_HEAD else _block_scales
     if a.key_block_scale is not None:
-        p.k_block_scales = _block_scales(a.key_block_scale, a.layout)
+        p.k_block_scales = scales(a.key_block_scale, a.layout)
     if a.value_block_scale is not None:
-        p.v_block_scales = _block_scales(a.value_block_scale, a.layout)
+        p.v_block_scales = scales(a.value_block_scale, a.layout)
     p.rope = k_.rope_struct(a, a.rotary_dim, a.is_neox)
     return c.store_paged_kv, p, a.key
 
@@ -269,7 +301,12 @@ STORES = [
               "(kv_cache_dtype 'nvfp4', or uint8 caches with key_block_scale / "
               "value_block_scale): caches of D / 2 bytes an entry (two e2m1 codes a byte), "
               "block scales uint8 / float8_e4m3fn of D / 16 an entry in the same layout, and "
-              "k_scale / v_scale the global decode scales. RoPE in the same launch "
+              "k_scale / v_scale the global decode scales. fp8_e4m3_per_token_head "
+              "(kv_cache_dtype 'fp8_e4m3_per_token_head'; float8_e4m3fn or uint8 caches, NHD or "
+              "HND, D a power of two in [8, 256]): vLLM's fp8_per_token_head, the scale of each "
+              "(token, head) max(amax / 448, 1e-6) written as float32 into key_block_scale / "
+              "value_block_scale (the cache's shape without its head dim), the values "
+              "e4m3(x * (1 / scale)); no k_scale / v_scale, no RoPE. RoPE in the same launch "
               "(cos_sin_cache given): K rotated before it is stored (and quantized) at "
               "rope_positions (int32 / int64 [T]) by cos_sin_cache [max_position, >= rotary_dim] "
               "(cos in the first half; bf16 / fp16 / fp32), NeoX halves (is_neox) or GPT-J "
