@@ -405,6 +405,11 @@ int main(void) {
            kv_type.head_dim_multiple == 16 && kv_type.values_per_thread == 16);
     EXPECT(cachestore_kv_cache_type_info(CACHESTORE_KV_CACHE_AUTO, &kv_type) ==
                CACHESTORE_SUCCESS && kv_type.values_per_thread == 8 && kv_type.block == 0);
+    EXPECT(cachestore_kv_cache_type_info(CACHESTORE_KV_CACHE_FP8_E4M3_PER_TOKEN_HEAD,
+                                         &kv_type) == CACHESTORE_SUCCESS &&
+           strcmp(kv_type.name, "fp8_e4m3_per_token_head") == 0 && !kv_type.scaled &&
+           kv_type.element_bytes == 1 && kv_type.head_dim_multiple == 8);
+    EXPECT(cachestore_kv_cache_type_info(5, &kv_type) == CACHESTORE_ERROR_INVALID_ARGUMENT);
     /* An older caller's shorter info struct gets only the bytes it has. */
     memset(&mla, 0xee, sizeof mla);
     mla.struct_size = (uint32_t)offsetof(cachestore_mla_layout_info_t, nope_dim);

@@ -107,13 +107,14 @@ __device__ __forceinline__ void store_kv_vector(const KvSideArgs& side, const Bl
     const int64_t element =
         layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 8 * vec);
     store_vectors(side.cache + sizeof(KvElement<kIn>) * element, x);
-  } else if constexpr (kCache != KvCacheType::kNvfp4) {  // the offset first, as ptxas likes it
+  } else if constexpr (kCache == KvCacheType::kFp8E4m3 ||
+                       kCache == KvCacheType::kFp8E5m2) {  // the offset first, as ptxas likes it
     const int64_t element =
         layout::kv_element_offset(side.cache_strides, pos.local_page, pos.in_page, head, 8 * vec);
     float v[kW];
     decode_values<kIn>(x, v);
     *reinterpret_cast<uint2*>(side.cache + element) = kv_fp8<kCache>(v, scale);
-  } else {
+  } else {  // nvfp4 and fp8_e4m3_per_token_head: their second view
     float v[kW];
     decode_values<kIn>(x, v);
     store_kv_values<kW, kCache>(side, bs, pos, head, vec, v, scale);

@@ -67,7 +67,10 @@ def test_layout_table_from_the_library():
     assert capi.index_k_min_page_stride(capi.INDEX_K_FP8, 64, 128) == 8448
     assert capi.index_k_min_page_stride(capi.INDEX_K_FP4, 64, 128) == 4352
     assert sorted(capi.INDEX_K_FORMATS) == ["fp4", "fp8"]
-    assert sorted(capi.KV_CACHE_TYPES) == ["auto", "fp8_e4m3", "fp8_e5m2", "nvfp4"]
+    assert sorted(capi.KV_CACHE_TYPES) == ["auto", "fp8_e4m3", "fp8_e4m3_per_token_head",
+                                          "fp8_e5m2", "nvfp4"]
+    token_head = capi.KV_CACHE_TYPES["fp8_e4m3_per_token_head"]
+    assert token_head.cache_type == capi.KV_CACHE_FP8_E4M3_PER_TOKEN_HEAD and not token_head.scaled
     nvfp4 = capi.KV_CACHE_TYPES["nvfp4"]
     assert (nvfp4.values_per_element, nvfp4.block, nvfp4.values_per_thread) == (2, 16, 16)
     assert capi.KV_CACHE_TYPES["fp8_e4m3"].values_per_thread == 8

@@ -402,7 +402,7 @@ def test_op_level_refusals():
     op = torch.ops.cachestore.store_paged_kv
     _raw_refusal(ValueError, "layout = 3: expected an id in [0, 3)",
                  lambda: op(K16, K16, SLOTS, KC, KC, 3))
-    _raw_refusal(ValueError, "kv_cache_dtype = 7: expected an id in [0, 4)",
+    _raw_refusal(ValueError, "kv_cache_dtype = 7: expected an id in [0, 5)",
                  lambda: op(K16, K16, SLOTS, KC, KC, 0, 7))
     _raw_refusal(ValueError, "layout = 4: expected an id in [0, 4)",
                  lambda: torch.ops.cachestore.fused_store_cache(NOPE, ROPE, SLOTS, V4_PAGES, 4))
