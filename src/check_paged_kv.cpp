@@ -264,6 +264,13 @@ Status check(const PagedKvParams& p) {
   if (p.v.data != nullptr) {
     CACHESTORE_RETURN_IF_ERROR(check_kv_input(p.v, p, "v"));
     CACHESTORE_RETURN_IF_ERROR(check_kv_cache(p.v_cache, p.v, p, "v_cache", "v"));
+    // Per-token-head: V's heads start after K's H * Dk / 8 vectors, on whole shuffle groups.
+    if (layout::kv_cache_type(p.cache_type).token_head_scales &&
+        (static_cast<int64_t>(p.num_heads) * p.k.head_dim / 8) % (p.v.head_dim / 8) != 0)
+      return fail(Status::kErrorNotSupported,
+                  "v.head_dim = %d: an fp8_e4m3_per_token_head cache needs num_heads * "
+                  "k.head_dim (%d * %d) to be a multiple of it",
+                  p.v.head_dim, p.num_heads, p.k.head_dim);
   }
   if (rotates(p.rope)) {
     if (!layout::kv_cache_type(p.cache_type).rope)

@@ -287,6 +287,11 @@ TEST(ArgumentChecks, StorePagedKvPerTokenHead) {
     {{"head dim 96", S::kErrorNotSupported, "power of two in [8, 256]"}, [](auto& p) { p.k.head_dim = 96; }},
     {{"head dim 512", S::kErrorNotSupported, "v.head_dim = 512"}, [](auto& p) { p.v.head_dim = 512; p.v_cache.head_stride = 512; p.v_cache.entry_stride = 4096; p.v_cache.page_stride = 65536; }},
     {{"head dim 4", S::kErrorNotSupported, "k.head_dim = 4"}, [](auto& p) { p.k.head_dim = 4; }},
+    {{"V heads off K's groups", S::kErrorNotSupported, "num_heads * k.head_dim"}, [](auto& p) {
+      p.num_heads = 1; p.k.head_dim = 8; p.v.head_dim = 256; p.v_cache.head_stride = 256;
+      p.v_cache.entry_stride = 256; p.v_cache.page_stride = 4096; p.v_cache.block_scale_page_stride = 16;
+      p.v_cache.block_scale_entry_stride = 1; p.k_cache.block_scale_page_stride = 16;
+      p.k_cache.block_scale_entry_stride = 1; }},
     {{"null scale view", S::kErrorInvalidArgument, "v_cache.block_scales is null"}, [](auto& p) { p.v_cache.block_scales = nullptr; }},
     {{"scale view misaligned", S::kErrorMisalignedOperand, "k_cache.block_scales must be 4-byte"}, [](auto& p) { p.k_cache.block_scales = fake(0x300002); }},
     {{"scale views overlap", S::kErrorInvalidArgument, "k_cache.block_scales"}, [](auto& p) { p.k_cache.block_scale_entry_stride = 4; }},

@@ -287,7 +287,8 @@ CACHESTORE_EXPORT Status fused_store_cache(const FusedStoreParams& params, cudaS
 // fp8_e4m3_per_token_head caches (vLLM's fp8_per_token_head, docs/layouts.md): per (token, head)
 // s = max(amax / 448, 1e-6) (IEEE division), the values e4m3(x * (1 / s)) (the reciprocal
 // correctly rounded, saturating) and s into the fp32 scale view; D a power of two in [8, 256],
-// 16-byte aligned input vectors and 8-byte aligned cache entries, d contiguous; no RoPE.
+// num_heads * Dk a multiple of Dv, 16-byte aligned input vectors and 8-byte aligned cache
+// entries, d contiguous; no RoPE.
 // nvfp4 caches (FlashInfer's format, docs/layouts.md): per 16 values of a (token, head), amax,
 // the e4m3 block scale sf = e4m3(amax / (6 g)) and 8 bytes of e2m1 codes of x / (sf g), g the
 // device global scale; D a multiple of 16, 16-byte aligned input vectors and 8-byte aligned
