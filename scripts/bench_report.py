@@ -131,12 +131,14 @@ COPY_TARGETS = {
     "mla_v32": (None, 88), "paged_kv_nhd": (93, 93), "paged_kv_hnd": (93, 93),
     "paged_kv_nhd_nvfp4": (75, 75), "paged_kv_nhd_rope": (90, 90), "mla_v41_rope": (75, 75),
     "paged_kv_mla576_rope": (75, 75), "mla_v41_rope_k": (None, 85),
-    "mla_v41_rope_k_by_row": (None, 85),
+    "mla_v41_rope_k_by_row": (None, 85), "paged_kv_nhd_fp8_per_token_head": (85, 85),
 }
-# x_baseline (PDL off, at most this) at the decode sizes: NVFP4 beside the fp8 store; the RoPE
-# stores beside the lean two-node pair they replace and beside the store without RoPE.
+# x_baseline (PDL off, at most this) at the decode sizes: NVFP4 and per-token-head fp8 beside
+# the fp8 store; the RoPE stores beside the lean two-node pair they replace and beside the store
+# without RoPE.
 _DECODE = (1, 8, 32, 128, 512)
 BASELINE_TARGETS = {"paged_kv_nhd_nvfp4": dict.fromkeys(_DECODE, 1.10),
+                    "paged_kv_nhd_fp8_per_token_head": dict.fromkeys(_DECODE, 1.15),
                     "paged_kv_nhd_rope": dict.fromkeys(_DECODE, 0.60),
                     "paged_kv_nhd_rope_vs_store": dict.fromkeys(_DECODE, 1.15),
                     "mla_v41_rope": dict.fromkeys(_DECODE, 0.60),
